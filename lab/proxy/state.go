@@ -1,0 +1,147 @@
+package proxy
+
+import (
+	"net/netip"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// defaultAffinitySeconds is the API server's default for
+// sessionAffinityConfig.clientIP.timeoutSeconds (3 hours).
+const defaultAffinitySeconds = 10800
+
+// FromObjects builds the proxier's view from Service and EndpointSlice objects, as
+// kube-proxy's service and endpoint change trackers do: one ServicePort per Service
+// port, with the endpoints of every slice labelled with the Service's name whose port
+// has the same name and protocol. Services kube-proxy ignores (headless,
+// ExternalName) are left out. Objects are expected to be valid (see topology).
+func FromObjects(services []corev1.Service, slices []discoveryv1.EndpointSlice) []ServicePort {
+	var out []ServicePort
+	for i := range services {
+		svc := &services[i]
+		if !proxied(svc) {
+			continue
+		}
+		for _, p := range svc.Spec.Ports {
+			sp := ServicePort{
+				Name:      ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name},
+				Protocol:  protocolOf(p.Protocol),
+				ClusterIP: netip.MustParseAddr(svc.Spec.ClusterIP),
+				Port:      int(p.Port),
+			}
+			if svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				sp.NodePort = int(p.NodePort)
+				sp.ExternalLocal = svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
+				if sp.ExternalLocal {
+					sp.HealthCheckNodePort = int(svc.Spec.HealthCheckNodePort)
+				}
+			}
+			if itp := svc.Spec.InternalTrafficPolicy; itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal {
+				sp.InternalLocal = true
+			}
+			if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
+				sp.AffinitySeconds = defaultAffinitySeconds
+				if c := svc.Spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+					sp.AffinitySeconds = int(*c.ClientIP.TimeoutSeconds)
+				}
+			}
+			sp.Endpoints = endpointsFor(svc, p, slices)
+			out = append(out, sp)
+		}
+	}
+	return out
+}
+
+// proxied tells whether kube-proxy programs the Service at all.
+func proxied(svc *corev1.Service) bool {
+	if svc.Spec.Type == corev1.ServiceTypeExternalName {
+		return false
+	}
+	return svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone
+}
+
+func protocolOf(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}
+
+// endpointsFor collects the endpoints of one Service port from every slice of the
+// Service, de-duplicated by address as kube-proxy's endpoint slice cache does.
+func endpointsFor(svc *corev1.Service, port corev1.ServicePort, slices []discoveryv1.EndpointSlice) []Endpoint {
+	seen := map[netip.AddrPort]bool{}
+	var eps []Endpoint
+	for i := range slices {
+		s := &slices[i]
+		if s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
+			continue
+		}
+		for _, sp := range s.Ports {
+			if sp.Port == nil || derefString(sp.Name) != port.Name || protocolOf(derefProtocol(sp.Protocol)) != protocolOf(port.Protocol) {
+				continue
+			}
+			for _, e := range s.Endpoints {
+				for _, a := range e.Addresses {
+					ip, err := netip.ParseAddr(a)
+					if err != nil {
+						continue
+					}
+					ap := netip.AddrPortFrom(ip, uint16(*sp.Port))
+					if seen[ap] {
+						continue
+					}
+					seen[ap] = true
+					eps = append(eps, endpointOf(ip, int(*sp.Port), e))
+				}
+			}
+		}
+	}
+	sort.Slice(eps, func(i, j int) bool {
+		if c := eps[i].IP.Compare(eps[j].IP); c != 0 {
+			return c < 0
+		}
+		return eps[i].Port < eps[j].Port
+	})
+	return eps
+}
+
+// endpointOf applies the EndpointSlice API's condition defaults: a nil ready or
+// serving means true, a nil terminating means false.
+func endpointOf(ip netip.Addr, port int, e discoveryv1.Endpoint) Endpoint {
+	ep := Endpoint{IP: ip, Port: port, Ready: true, Serving: true}
+	if c := e.Conditions; c.Ready != nil {
+		ep.Ready = *c.Ready
+	}
+	if c := e.Conditions; c.Serving != nil {
+		ep.Serving = *c.Serving
+	} else {
+		ep.Serving = ep.Ready
+	}
+	if c := e.Conditions; c.Terminating != nil {
+		ep.Terminating = *c.Terminating
+	}
+	if e.NodeName != nil {
+		ep.NodeName = *e.NodeName
+	}
+	if r := e.TargetRef; r != nil && r.Kind == "Pod" {
+		ep.Pod = r.Namespace + "/" + r.Name
+	}
+	return ep
+}
+
+func derefString(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func derefProtocol(p *corev1.Protocol) corev1.Protocol {
+	if p == nil {
+		return ""
+	}
+	return *p
+}

@@ -1,0 +1,128 @@
+// Package proxy is the part of svclab that plays kube-proxy: the node-local view of
+// Services and endpoints a proxier programs, the Proxier interface every mode
+// implements, the registry of modes, and what kube-proxy does independently of its
+// mode (health-check node ports, stale UDP conntrack cleanup).
+package proxy
+
+import (
+	"fmt"
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// ServicePortName identifies one port of one Service, as kube-proxy's
+// ServicePortName does.
+type ServicePortName struct {
+	Namespace, Name, Port string
+}
+
+// NamespacedName is "namespace/name".
+func (n ServicePortName) NamespacedName() string { return n.Namespace + "/" + n.Name }
+
+// String is the name kube-proxy hashes into chain names and writes into comments.
+// Since 1.19 an unnamed port prints as "namespace/name"; before that the colon stayed
+// ("namespace/name:"), which is what seed 002's rules show.
+func (n ServicePortName) String(v Version) string {
+	if n.Port == "" && v.AtLeast(1, 19) {
+		return n.NamespacedName()
+	}
+	return n.NamespacedName() + ":" + n.Port
+}
+
+// ServicePort is one Service port with everything a proxier needs to program it.
+type ServicePort struct {
+	Name      ServicePortName
+	Protocol  corev1.Protocol
+	ClusterIP netip.Addr
+	Port      int
+	// NodePort is 0 for ClusterIP Services.
+	NodePort int
+	// ExternalLocal is externalTrafficPolicy: Local (NodePort and LoadBalancer only).
+	ExternalLocal bool
+	// InternalLocal is internalTrafficPolicy: Local.
+	InternalLocal bool
+	// HealthCheckNodePort is set for LoadBalancer Services with externalTrafficPolicy
+	// Local; 0 otherwise.
+	HealthCheckNodePort int
+	// AffinitySeconds is the ClientIP session affinity timeout; 0 means no affinity.
+	AffinitySeconds int
+	// Endpoints lists every endpoint of the port, ready or not, sorted by address.
+	Endpoints []Endpoint
+}
+
+// UsesLocalEndpoints tells whether some traffic policy of the port is Local.
+func (sp *ServicePort) UsesLocalEndpoints() bool { return sp.ExternalLocal || sp.InternalLocal }
+
+// UsesClusterEndpoints tells whether some traffic to the port goes to endpoints on
+// every node.
+func (sp *ServicePort) UsesClusterEndpoints() bool {
+	return !sp.InternalLocal || (sp.NodePort != 0 && !sp.ExternalLocal)
+}
+
+// Endpoint is one address:port behind a ServicePort, with the EndpointSlice
+// conditions kube-proxy reads.
+type Endpoint struct {
+	IP          netip.Addr
+	Port        int
+	NodeName    string
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	// Pod is "namespace/name" of the pod behind the endpoint, when there is one.
+	Pod string
+}
+
+// String is "ip:port", the form kube-proxy hashes into KUBE-SEP chain names.
+func (e Endpoint) String() string { return netip.AddrPortFrom(e.IP, uint16(e.Port)).String() }
+
+// Node is the node a proxier programs.
+type Node struct {
+	Name    string
+	IP      netip.Addr
+	PodCIDR netip.Prefix
+}
+
+// Cluster holds the cluster-wide settings every node's proxier shares.
+type Cluster struct {
+	ClusterCIDR netip.Prefix
+	ServiceCIDR netip.Prefix
+	Version     Version
+	// MasqueradeAll is kube-proxy's --masquerade-all: masquerade every packet sent
+	// to a ClusterIP, not only those from outside the cluster CIDR.
+	MasqueradeAll bool
+}
+
+// Version is a kube-proxy minor release; its rules changed shape between releases.
+type Version struct{ Major, Minor int }
+
+// DefaultVersion is the kube-proxy release svclab reproduces unless told otherwise.
+var DefaultVersion = Version{1, 37}
+
+// ParseVersion reads "1.18" or "v1.18" (a patch level is accepted and ignored).
+func ParseVersion(s string) (Version, error) {
+	if s == "" {
+		return DefaultVersion, nil
+	}
+	var v Version
+	var patch int
+	in := s
+	if in[0] == 'v' {
+		in = in[1:]
+	}
+	n, _ := fmt.Sscanf(in, "%d.%d.%d", &v.Major, &v.Minor, &patch)
+	if n < 2 || v.Major != 1 || v.Minor < 0 {
+		return Version{}, fmt.Errorf("kube-proxy version %q: want 1.MINOR, such as 1.18 or 1.37", s)
+	}
+	if v.Minor < 11 || v.Minor > DefaultVersion.Minor {
+		return Version{}, fmt.Errorf("kube-proxy version %q: svclab reproduces 1.11 to %s", s, DefaultVersion)
+	}
+	return v, nil
+}
+
+// AtLeast tells whether v is major.minor or newer.
+func (v Version) AtLeast(major, minor int) bool {
+	return v.Major > major || (v.Major == major && v.Minor >= minor)
+}
+
+func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }

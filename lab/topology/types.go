@@ -1,0 +1,116 @@
+// Package topology reads svclab's lab files: fake nodes, pods, clients and plain
+// Kubernetes Service and EndpointSlice objects. It validates them, allocates what a
+// cluster would allocate (pod IPs, ClusterIPs, nodePorts) and computes endpoints the
+// way the EndpointSlice controller does. Nothing here needs root.
+package topology
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// File is the YAML document as the user writes it. Field names are part of the
+// user-facing format; see topologies/web.yaml.
+type File struct {
+	Name        string `json:"name"`
+	ClusterCIDR string `json:"clusterCIDR"`
+	ServiceCIDR string `json:"serviceCIDR"`
+	// NodeCIDR is the node network. When empty it is the smallest prefix, at most a
+	// /24, that holds every node and client address.
+	NodeCIDR string `json:"nodeCIDR,omitempty"`
+	// KubeProxyVersion selects the kube-proxy release whose rules are reproduced
+	// ("1.37" when empty); the command-line flag overrides it.
+	KubeProxyVersion string                      `json:"kubeProxyVersion,omitempty"`
+	Nodes            []NodeSpec                  `json:"nodes"`
+	Pods             []PodSpec                   `json:"pods,omitempty"`
+	Clients          []ClientSpec                `json:"clients,omitempty"`
+	Services         []corev1.Service            `json:"services,omitempty"`
+	EndpointSlices   []discoveryv1.EndpointSlice `json:"endpointSlices,omitempty"`
+}
+
+// NodeSpec is one fake node: a network namespace with the node address on eth0 and
+// its pods behind the cni0 bridge.
+type NodeSpec struct {
+	Name    string `json:"name"`
+	IP      string `json:"ip"`
+	PodCIDR string `json:"podCIDR"`
+}
+
+// PodSpec is one fake pod: a network namespace on its node's cni0 bridge, serving
+// every declared port.
+type PodSpec struct {
+	Name      string            `json:"name"`
+	Namespace string            `json:"namespace,omitempty"`
+	Node      string            `json:"node"`
+	IP        string            `json:"ip,omitempty"`
+	Labels    map[string]string `json:"labels,omitempty"`
+	// Ready is the pod's Ready condition; nil means true.
+	Ready *bool `json:"ready,omitempty"`
+	// Terminating marks a pod being deleted (deletionTimestamp set): its endpoint is
+	// not ready, and serving only while Ready is true.
+	Terminating bool                   `json:"terminating,omitempty"`
+	Ports       []corev1.ContainerPort `json:"ports,omitempty"`
+}
+
+// ClientSpec is a machine outside the cluster, on the node network.
+type ClientSpec struct {
+	Name string `json:"name"`
+	IP   string `json:"ip"`
+}
+
+// Topology is a validated lab with every address and port allocated. It is what the
+// rest of svclab consumes; Services keep their Kubernetes shape so that a lab can
+// change them the way kubectl would.
+type Topology struct {
+	// Source names where the topology came from (a path, or "<embedded>/web.yaml"),
+	// for error messages.
+	Source           string
+	Name             string
+	ClusterCIDR      netip.Prefix
+	ServiceCIDR      netip.Prefix
+	NodeCIDR         netip.Prefix
+	KubeProxyVersion string
+	Nodes            []Node
+	Pods             []Pod
+	Clients          []Client
+	// Services have spec.clusterIP(s), ports[].nodePort and healthCheckNodePort filled
+	// in where the API server would have allocated them.
+	Services []corev1.Service
+	// EndpointSlices are the user-given slices (for selectorless Services) only;
+	// EndpointSlices() adds the ones the controller derives from selectors.
+	EndpointSlices []discoveryv1.EndpointSlice
+}
+
+// Node is a validated NodeSpec.
+type Node struct {
+	Name    string
+	IP      netip.Addr
+	PodCIDR netip.Prefix
+}
+
+// Gateway is the node's address on cni0 and its pods' default gateway: the first
+// address of the podCIDR, as the bridge CNI plugin's host-local IPAM assigns it.
+func (n Node) Gateway() netip.Addr { return n.PodCIDR.Masked().Addr().Next() }
+
+// Pod is a validated PodSpec.
+type Pod struct {
+	Name        string
+	Namespace   string
+	Node        string
+	IP          netip.Addr
+	Labels      map[string]string
+	Ready       bool
+	Terminating bool
+	Ports       []corev1.ContainerPort
+}
+
+// Key is "namespace/name", unique in a lab.
+func (p Pod) Key() string { return p.Namespace + "/" + p.Name }
+
+// Client is a validated ClientSpec.
+type Client struct {
+	Name string
+	IP   netip.Addr
+}
