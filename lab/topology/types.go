@@ -78,9 +78,10 @@ type Topology struct {
 	// Services have spec.clusterIP(s), ports[].nodePort and healthCheckNodePort filled
 	// in where the API server would have allocated them.
 	Services []corev1.Service
-	// EndpointSlices are the user-given slices (for selectorless Services) only;
-	// EndpointSlices() adds the ones the controller derives from selectors.
-	EndpointSlices []discoveryv1.EndpointSlice
+	// UserEndpointSlices are the user-given slices (for selectorless Services)
+	// only; EndpointSlices() adds the ones the controller derives from selectors.
+	// (A field cannot share the method's name, so it is not called EndpointSlices.)
+	UserEndpointSlices []discoveryv1.EndpointSlice
 }
 
 // Node is a validated NodeSpec.

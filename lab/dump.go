@@ -1,0 +1,57 @@
+package lab
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/svclab/svclab/lab/namespaces"
+)
+
+// Dump returns what a person debugging a failed check looks at first, for the named
+// members (every node when none is named): rules, conntrack, addresses and routes.
+// Errors of the tools go into the text: a dump never fails.
+func (l *Lab) Dump(members ...string) string {
+	if len(members) == 0 {
+		for _, n := range l.Topology().Nodes {
+			members = append(members, n.Name)
+		}
+	}
+	var b strings.Builder
+	for _, name := range members {
+		m, err := l.Member(name)
+		if err != nil {
+			fmt.Fprintf(&b, "### %s: %v\n", name, err)
+			continue
+		}
+		for _, argv := range l.dumpCommands(m.Kind) {
+			fmt.Fprintf(&b, "### %s %s (netns %s): %s\n", m.Kind, m.Name, m.NetNS, strings.Join(argv, " "))
+			out, err := namespaces.Output(m.NetNS, argv...)
+			b.Write(out)
+			if err != nil {
+				fmt.Fprintf(&b, "(%v)\n", err)
+			}
+		}
+	}
+	return b.String()
+}
+
+func (l *Lab) dumpCommands(kind string) [][]string {
+	cmds := [][]string{{"ip", "-4", "addr"}, {"ip", "-4", "route"}}
+	if kind != KindNode {
+		return cmds
+	}
+	cmds = append(cmds, []string{iptablesSave(l.opts.Proxy.Backend)}, []string{"conntrack", "-L"})
+	if l.mode.Name == "ipvs" {
+		cmds = append(cmds, []string{"ipvsadm", "-Ln"}, []string{"ipset", "list"})
+	}
+	return cmds
+}
+
+// iptablesSave is the iptables-save of the lab's backend, so the dump shows the
+// rules the lab installed and not the other backend's empty tables.
+func iptablesSave(backend string) string {
+	if backend == "legacy" {
+		return "iptables-legacy-save"
+	}
+	return "iptables-nft-save"
+}

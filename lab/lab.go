@@ -1,0 +1,305 @@
+// Package lab builds a fake Kubernetes cluster out of network namespaces: a fabric
+// namespace whose bridge is the node network, a namespace per node with eth0 on that
+// bridge and a cni0 bridge for its pods, a namespace per pod and per outside client.
+// It installs a proxy mode's rules into every node, serves every pod port, and
+// re-programs the nodes when pods or Services change. Nothing touches the root
+// network namespace.
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// Options say how to build a lab.
+type Options struct {
+	// Mode is the proxy mode programmed into every node ("iptables", "ipvs", ...);
+	// empty means no Service rules at all, a bare network.
+	Mode  string
+	Proxy proxy.Options
+	// KubeProxyVersion overrides the topology's kubeProxyVersion when not empty.
+	KubeProxyVersion string
+	MasqueradeAll    bool
+	// NoServers leaves the pods without servers (for benchmarks that only program
+	// rules).
+	NoServers bool
+	// RunID names this run (four characters of [a-z2-7]); random when empty. The CLI
+	// picks it before it starts the process that owns the lab, to name its log.
+	RunID string
+	// RecordDir is where the lab is recorded; DefaultRecordDir when empty.
+	RecordDir string
+	// Parallel bounds how many namespaces are set up at once; 8 when zero.
+	Parallel int
+	// Log receives one-line progress messages; nil discards them.
+	Log io.Writer
+}
+
+// Member is one namespace of a running lab.
+type Member struct {
+	Name string
+	Kind string
+	// NetNS is the name of the member's network namespace (under /run/netns).
+	NetNS string
+	// IP is the member's address: the node address for nodes, the pod IP for pods.
+	IP netip.Addr
+	// Node is the node a pod runs on.
+	Node string
+}
+
+// Lab is a running lab. Its methods are safe for concurrent use.
+type Lab struct {
+	ID    string
+	RunID string
+
+	opts    Options
+	mode    proxy.Mode
+	cluster proxy.Cluster
+	dir     string
+	record  *Record
+
+	// changeMu serialises topology changes and the syncs that follow them; mu
+	// guards the fields below for short reads and writes.
+	changeMu sync.Mutex
+	mu       sync.Mutex
+	topo     *topology.Topology
+	members  map[string]*Member
+	proxiers map[string]proxy.Proxier
+	health   map[string]*proxy.HealthServer
+	servers  map[string]*traffic.Server
+	ports    []proxy.ServicePort
+	down     bool
+}
+
+// Up builds the lab described by t and returns it running. On any error, on ctx's
+// cancellation and on panic it removes everything it created before returning.
+func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error) {
+	if err := CheckPrivileges(); err != nil {
+		return nil, err
+	}
+	l, err = newLab(t, o)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			l.Down()
+			panic(p)
+		}
+		if err != nil {
+			err = errors.Join(err, l.Down())
+			l = nil
+		}
+	}()
+	if err := writeRecord(l.dir, l.record); err != nil {
+		return l, err
+	}
+	if err := os.MkdirAll(runDir(l.dir, l.ID), 0o755); err != nil {
+		return l, fmt.Errorf("lab %s: %w", l.ID, err)
+	}
+	start := time.Now()
+	if err := l.build(ctx); err != nil {
+		return l, err
+	}
+	l.logf("lab %s: %d nodes, %d pods, %d clients up in %s", l.ID, len(t.Nodes), len(t.Pods), len(t.Clients), time.Since(start).Round(time.Millisecond))
+	if l.mode.Name != "" {
+		if err := l.startProxiers(ctx); err != nil {
+			return l, err
+		}
+	}
+	if !o.NoServers {
+		if err := l.startServers(ctx, l.topo.Pods); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+func newLab(t *topology.Topology, o Options) (*Lab, error) {
+	l := &Lab{
+		opts: o, topo: t.Clone(), dir: o.RecordDir,
+		members:  map[string]*Member{},
+		proxiers: map[string]proxy.Proxier{},
+		health:   map[string]*proxy.HealthServer{},
+		servers:  map[string]*traffic.Server{},
+	}
+	if l.dir == "" {
+		l.dir = DefaultRecordDir
+	}
+	if o.Mode != "" {
+		m, err := proxy.Lookup(o.Mode)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Available(); err != nil {
+			return nil, fmt.Errorf("mode %s: %w", m.Name, err)
+		}
+		l.mode = m
+	}
+	c, err := ClusterOf(t, o)
+	if err != nil {
+		return nil, err
+	}
+	l.cluster = c
+	l.RunID = o.RunID
+	if l.RunID == "" {
+		l.RunID = NewRunID()
+	}
+	l.ID = labID(t.Name, l.RunID)
+	l.addMember(fabricMember, KindFabric, netip.Addr{}, "")
+	for _, n := range t.Nodes {
+		l.addMember(n.Name, KindNode, n.IP, "")
+	}
+	for _, c := range t.Clients {
+		l.addMember(c.Name, KindClient, c.IP, "")
+	}
+	for _, p := range t.Pods {
+		l.addMember(p.Name, KindPod, p.IP, p.Node)
+	}
+	l.record = &Record{ID: l.ID, Name: t.Name, RunID: l.RunID, Source: t.Source, Mode: o.Mode, Created: time.Now(), Owner: Self()}
+	l.record.Members = l.memberRecords()
+	return l, nil
+}
+
+func (l *Lab) addMember(name, kind string, ip netip.Addr, node string) *Member {
+	m := &Member{Name: name, Kind: kind, NetNS: namespaceName(l.topo.Name, name, l.RunID), IP: ip, Node: node}
+	l.members[name] = m
+	return m
+}
+
+func (l *Lab) memberRecords() []MemberRecord {
+	recs := make([]MemberRecord, 0, len(l.members))
+	for _, m := range l.members {
+		r := MemberRecord{Name: m.Name, Kind: m.Kind, NetNS: m.NetNS, Node: m.Node}
+		if m.IP.IsValid() {
+			r.IP = m.IP.String()
+		}
+		recs = append(recs, r)
+	}
+	sort.Slice(recs, func(i, j int) bool {
+		if recs[i].Kind != recs[j].Kind {
+			return kindOrder[recs[i].Kind] < kindOrder[recs[j].Kind]
+		}
+		return recs[i].Name < recs[j].Name
+	})
+	return recs
+}
+
+// kindOrder lists members the way `svclab up` prints them.
+var kindOrder = map[string]int{KindFabric: 0, KindNode: 1, KindClient: 2, KindPod: 3}
+
+func (l *Lab) logf(format string, args ...any) {
+	if l.opts.Log != nil {
+		fmt.Fprintf(l.opts.Log, format+"\n", args...)
+	}
+}
+
+// Down stops the servers and removes every namespace of the lab and its record. It
+// may be called more than once.
+func (l *Lab) Down() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.down {
+		return nil
+	}
+	l.down = true
+	for _, s := range l.servers {
+		s.Close()
+	}
+	for _, h := range l.health {
+		h.Close()
+	}
+	var errs []error
+	for _, p := range l.proxiers {
+		errs = append(errs, p.Close())
+	}
+	names := make([]string, 0, len(l.members))
+	for _, m := range l.members {
+		names = append(names, m.NetNS)
+	}
+	errs = append(errs, deleteNamespaces(names, l.parallel()))
+	if err := errors.Join(errs...); err != nil {
+		// Keep the record so that `svclab clean` can finish the job.
+		return fmt.Errorf("lab %s: down: %w", l.ID, err)
+	}
+	return removeRecord(l.dir, l.ID)
+}
+
+func (l *Lab) parallel() int {
+	if l.opts.Parallel > 0 {
+		return l.opts.Parallel
+	}
+	return 8
+}
+
+// Name is the topology's name.
+func (l *Lab) Name() string { return l.topo.Name }
+
+// Member returns the member called name.
+func (l *Lab) Member(name string) (*Member, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.members[name]
+	if !ok {
+		return nil, fmt.Errorf("lab %s has no member %q", l.ID, name)
+	}
+	c := *m
+	return &c, nil
+}
+
+// Members lists every member, fabric first, then nodes, clients and pods.
+func (l *Lab) Members() []MemberRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.memberRecords()
+}
+
+// Topology returns a copy of the lab's current topology.
+func (l *Lab) Topology() *topology.Topology {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.topo.Clone()
+}
+
+// Cluster is the cluster-wide proxy settings the lab programs with.
+func (l *Lab) Cluster() proxy.Cluster { return l.cluster }
+
+// Mode is the lab's proxy mode name; empty for a bare network.
+func (l *Lab) Mode() string { return l.mode.Name }
+
+// ServicePorts returns the state last programmed into the nodes.
+func (l *Lab) ServicePorts() []proxy.ServicePort {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]proxy.ServicePort(nil), l.ports...)
+}
+
+func deleteNamespaces(names []string, parallel int) error {
+	return forEach(context.Background(), parallel, names, func(_ context.Context, name string) error {
+		return namespaces.Delete(name)
+	})
+}
+
+// ClusterOf is the cluster-wide proxy settings of topology t under options o.
+func ClusterOf(t *topology.Topology, o Options) (proxy.Cluster, error) {
+	version := t.KubeProxyVersion
+	if o.KubeProxyVersion != "" {
+		version = o.KubeProxyVersion
+	}
+	v, err := proxy.ParseVersion(version)
+	if err != nil {
+		return proxy.Cluster{}, err
+	}
+	return proxy.Cluster{ClusterCIDR: t.ClusterCIDR, ServiceCIDR: t.ServiceCIDR, Version: v, MasqueradeAll: o.MasqueradeAll}, nil
+}

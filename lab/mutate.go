@@ -1,0 +1,224 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// startProxiers makes a proxier for every node and programs the initial state.
+func (l *Lab) startProxiers(ctx context.Context) error {
+	for _, n := range l.topo.Nodes {
+		t := l.target(n)
+		p, err := l.mode.New(t, l.opts.Proxy)
+		if err != nil {
+			return fmt.Errorf("node %s: %s proxier: %w", n.Name, l.mode.Name, err)
+		}
+		l.proxiers[n.Name] = p
+		hs, err := proxy.NewHealthServer(t.NetNS, n.Name)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		l.health[n.Name] = hs
+	}
+	return l.Sync(ctx)
+}
+
+func (l *Lab) target(n topology.Node) proxy.Target {
+	return proxy.Target{
+		Node:    proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR},
+		Cluster: l.cluster,
+		NetNS:   namespaces.Path(l.members[n.Name].NetNS),
+		RunDir:  runDir(l.dir, l.ID),
+	}
+}
+
+// Target is what a proxier of the node called node programs, for callers that drive
+// a proxier of their own (benchmarks).
+func (l *Lab) Target(node string) (proxy.Target, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.topo.Node(node)
+	if !ok {
+		return proxy.Target{}, fmt.Errorf("lab %s has no node %q", l.ID, node)
+	}
+	return l.target(n), nil
+}
+
+// Sync recomputes every Service's endpoints from the topology and programs every
+// node, as kube-proxy on each node does after a change.
+func (l *Lab) Sync(ctx context.Context) error {
+	l.mu.Lock()
+	ports := proxy.FromObjects(l.topo.Services, l.topo.EndpointSlices())
+	l.mu.Unlock()
+	if l.mode.Name == "" {
+		return nil
+	}
+	names := make([]string, 0, len(l.proxiers))
+	for name := range l.proxiers {
+		names = append(names, name)
+	}
+	err := forEach(ctx, l.parallel(), names, func(ctx context.Context, node string) error {
+		if err := l.proxiers[node].Sync(ctx, ports); err != nil {
+			return fmt.Errorf("node %s: sync %s rules: %w", node, l.mode.Name, err)
+		}
+		return l.health[node].Update(ports)
+	})
+	if err != nil {
+		return err
+	}
+	l.mu.Lock()
+	l.ports = ports
+	l.mu.Unlock()
+	return nil
+}
+
+// change applies a mutation of the topology and re-programs the nodes. The
+// topology is left as it was when the mutation fails.
+func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) error) error {
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	l.mu.Lock()
+	next := l.topo.Clone()
+	err := mutate(next)
+	if err == nil {
+		l.topo = next
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return l.Sync(ctx)
+}
+
+// UpdatePod changes a pod's labels, readiness or termination, as the kubelet and
+// the API server would, then re-programs the nodes.
+func (l *Lab) UpdatePod(ctx context.Context, key string, change func(p *topology.Pod)) error {
+	return l.change(ctx, func(t *topology.Topology) error { return t.UpdatePod(key, change) })
+}
+
+// ApplyService adds or replaces a Service, as `kubectl apply` would.
+func (l *Lab) ApplyService(ctx context.Context, svc corev1.Service) error {
+	return l.change(ctx, func(t *topology.Topology) error { return t.ApplyService(svc) })
+}
+
+// RemoveService deletes a Service.
+func (l *Lab) RemoveService(ctx context.Context, namespace, name string) error {
+	return l.change(ctx, func(t *topology.Topology) error { return t.RemoveService(namespace, name) })
+}
+
+// AddPod creates a pod: its namespace, its link to the node and its servers, then
+// re-programs the nodes so Services that select it gain the endpoint.
+func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, error) {
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	l.mu.Lock()
+	next := l.topo.Clone()
+	pod, err := next.AddPod(spec)
+	if err != nil {
+		l.mu.Unlock()
+		return topology.Pod{}, err
+	}
+	m := l.addMember(pod.Name, KindPod, pod.IP, pod.Node)
+	l.record.Members = l.memberRecords()
+	err = writeRecord(l.dir, l.record)
+	l.mu.Unlock()
+	if err == nil {
+		err = namespaces.Create(m.NetNS)
+	}
+	if err == nil {
+		err = l.buildPods(ctx, []topology.Pod{pod})
+	}
+	if err == nil && !l.opts.NoServers {
+		err = l.startServers(ctx, []topology.Pod{pod})
+	}
+	if err != nil {
+		return topology.Pod{}, errors.Join(err, l.removePodNetwork(pod, false))
+	}
+	l.mu.Lock()
+	l.topo = next
+	l.mu.Unlock()
+	return pod, l.Sync(ctx)
+}
+
+// DeletePod removes a pod from the Services first, as the endpoints controller does
+// when a pod is deleted, then tears its sandbox down. Graceful closes the pod's
+// connections first, as a server that handles SIGTERM does; otherwise the pod's
+// network is cut while its connections are open, as when a node kills it outright,
+// and peers of those connections hear nothing more.
+func (l *Lab) DeletePod(ctx context.Context, key string, graceful bool) error {
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	l.mu.Lock()
+	next := l.topo.Clone()
+	pod, err := next.RemovePod(key)
+	if err == nil {
+		l.topo = next
+	}
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	return errors.Join(l.Sync(ctx), l.removePodNetwork(pod, graceful))
+}
+
+func (l *Lab) removePodNetwork(pod topology.Pod, graceful bool) error {
+	l.mu.Lock()
+	m := l.members[pod.Name]
+	srv := l.servers[pod.Name]
+	delete(l.servers, pod.Name)
+	node := l.members[pod.Node]
+	l.mu.Unlock()
+	if m == nil {
+		return nil
+	}
+	if graceful && srv != nil {
+		srv.Close()
+	}
+	var errs []error
+	// Deleting the node end removes both ends at once: the pod is off the network
+	// even while this process still holds its sockets.
+	if h, err := openHandle(node.NetNS); err == nil {
+		if link, err := h.LinkByName(podVeth(pod.Key(), l.RunID)); err == nil {
+			errs = append(errs, h.LinkDel(link))
+		}
+		h.Close()
+	}
+	if srv != nil && !graceful {
+		srv.Close()
+	}
+	errs = append(errs, namespaces.Delete(m.NetNS))
+	l.mu.Lock()
+	delete(l.members, pod.Name)
+	l.record.Members = l.memberRecords()
+	errs = append(errs, writeRecord(l.dir, l.record))
+	l.mu.Unlock()
+	return errors.Join(errs...)
+}
+
+// startServers serves every declared port of each pod.
+func (l *Lab) startServers(ctx context.Context, pods []topology.Pod) error {
+	return forEach(ctx, l.parallel(), pods, func(_ context.Context, p topology.Pod) error {
+		if len(p.Ports) == 0 {
+			return nil
+		}
+		l.mu.Lock()
+		m := l.members[p.Name]
+		l.mu.Unlock()
+		s, err := traffic.Serve(m.NetNS, traffic.Identity{Pod: p.Name, Namespace: p.Namespace, Node: p.Node, IP: p.IP}, p.Ports)
+		if err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.servers[p.Name] = s
+		l.mu.Unlock()
+		return nil
+	})
+}

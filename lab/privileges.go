@@ -1,0 +1,46 @@
+package lab
+
+import (
+	"bufio"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// Capability bits from linux/capability.h.
+const (
+	capNetAdmin = 12
+	capSysAdmin = 21
+)
+
+// ErrPrivileges says what a lab needs and what to do; commands exit 2 on it.
+var ErrPrivileges = errors.New("svclab needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN, to create network " +
+	"namespaces, links and rules: run it with sudo, or inside svclab's VM with `svclab vm -- ARGS`")
+
+// CheckPrivileges returns ErrPrivileges unless the process may build labs:
+// CAP_NET_ADMIN for links, routes and rules, CAP_SYS_ADMIN for setns and the bind
+// mounts that name namespaces.
+func CheckPrivileges() error {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return ErrPrivileges
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		hex, ok := strings.CutPrefix(sc.Text(), "CapEff:")
+		if !ok {
+			continue
+		}
+		caps, err := strconv.ParseUint(strings.TrimSpace(hex), 16, 64)
+		if err != nil {
+			return ErrPrivileges
+		}
+		if caps&(1<<capNetAdmin) != 0 && caps&(1<<capSysAdmin) != 0 {
+			return nil
+		}
+		return ErrPrivileges
+	}
+	return ErrPrivileges
+}

@@ -1,0 +1,200 @@
+package lab
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// DefaultRecordDir is where labs are recorded, so that `svclab down` and `svclab
+// clean` find what a lab created even after its process was killed with SIGKILL.
+const DefaultRecordDir = "/run/svclab"
+
+// Record is what a lab writes about itself before it creates anything.
+type Record struct {
+	ID      string    `json:"id"`
+	Name    string    `json:"name"`
+	RunID   string    `json:"runID"`
+	Source  string    `json:"source"`
+	Mode    string    `json:"mode"`
+	Created time.Time `json:"created"`
+	// Owner is the process that holds the lab: it serves the pods and tears the lab
+	// down. A lab whose owner is gone is a leftover.
+	Owner   Process        `json:"owner"`
+	Members []MemberRecord `json:"members"`
+}
+
+// MemberRecord is one namespace of a lab.
+type MemberRecord struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`
+	NetNS string `json:"netns"`
+	IP    string `json:"ip,omitempty"`
+	Node  string `json:"node,omitempty"`
+}
+
+// Process identifies a process across PID reuse by its start time.
+type Process struct {
+	PID   int    `json:"pid"`
+	Start uint64 `json:"start"`
+}
+
+// Self is the calling process.
+func Self() Process {
+	p := Process{PID: os.Getpid()}
+	p.Start, _ = startTime(p.PID)
+	return p
+}
+
+// Alive tells whether the process still runs (and is the same process).
+func (p Process) Alive() bool {
+	if p.PID <= 0 {
+		return false
+	}
+	start, err := startTime(p.PID)
+	return err == nil && start == p.Start
+}
+
+// Signal sends sig to the process if it is still the recorded one.
+func (p Process) Signal(sig syscall.Signal) error {
+	if !p.Alive() {
+		return nil
+	}
+	return syscall.Kill(p.PID, sig)
+}
+
+// startTime is field 22 of /proc/PID/stat: clock ticks since boot.
+func startTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may hold spaces and parentheses: fields start after the last ")".
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	return strconv.ParseUint(f[19], 10, 64)
+}
+
+// Member returns the record of the member called name.
+func (r *Record) Member(name string) (MemberRecord, bool) {
+	for _, m := range r.Members {
+		if m.Name == name {
+			return m, true
+		}
+	}
+	return MemberRecord{}, false
+}
+
+func recordPath(dir, id string) string { return filepath.Join(dir, id+".json") }
+
+// runDir is the lab's private directory for lock and state files.
+func runDir(dir, id string) string { return filepath.Join(dir, id) }
+
+func writeRecord(dir string, r *Record) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("record lab %s: %w", r.ID, err)
+	}
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := recordPath(dir, r.ID) + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		return fmt.Errorf("record lab %s: %w", r.ID, err)
+	}
+	if err := os.Rename(tmp, recordPath(dir, r.ID)); err != nil {
+		return fmt.Errorf("record lab %s: %w", r.ID, err)
+	}
+	return nil
+}
+
+func removeRecord(dir, id string) error {
+	err := os.Remove(recordPath(dir, id))
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil
+	}
+	// The log `svclab up` keeps for the lab's owner goes with the lab.
+	logErr := os.Remove(filepath.Join(dir, id+".log"))
+	if errors.Is(logErr, fs.ErrNotExist) {
+		logErr = nil
+	}
+	return errors.Join(err, logErr, os.RemoveAll(runDir(dir, id)))
+}
+
+// Records lists the recorded labs, oldest first.
+func Records(dir string) ([]*Record, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	var recs []*Record
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var r Record
+		if err := json.Unmarshal(b, &r); err != nil {
+			return nil, fmt.Errorf("lab record %s: %w", p, err)
+		}
+		recs = append(recs, &r)
+	}
+	sort.Slice(recs, func(i, j int) bool { return recs[i].Created.Before(recs[j].Created) })
+	return recs, nil
+}
+
+// Find returns the recorded lab called ref: a lab ID (web-k3f9), or a lab name when
+// exactly one lab has it.
+func Find(dir, ref string) (*Record, error) {
+	recs, err := Records(dir)
+	if err != nil {
+		return nil, err
+	}
+	var byName []*Record
+	for _, r := range recs {
+		if r.ID == ref {
+			return r, nil
+		}
+		if r.Name == ref {
+			byName = append(byName, r)
+		}
+	}
+	// A name that a running lab and leftovers share means the running one.
+	if len(byName) > 1 {
+		var alive []*Record
+		for _, r := range byName {
+			if r.Owner.Alive() {
+				alive = append(alive, r)
+			}
+		}
+		if len(alive) == 1 {
+			return alive[0], nil
+		}
+	}
+	switch len(byName) {
+	case 0:
+		return nil, fmt.Errorf("no lab %q is running (svclab ls lists them)", ref)
+	case 1:
+		return byName[0], nil
+	}
+	ids := make([]string, len(byName))
+	for i, r := range byName {
+		ids[i] = r.ID
+	}
+	return nil, fmt.Errorf("%d labs are called %q; name one of %s", len(byName), ref, strings.Join(ids, ", "))
+}

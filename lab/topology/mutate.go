@@ -1,0 +1,229 @@
+package topology
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// A running lab changes its topology the way kubectl changes a cluster. Every
+// change is checked by turning the topology back into a File, changing that and
+// resolving it again: the very checks Parse makes, with every earlier allocation
+// kept because it is now written down. On error the topology is left as it was.
+
+// AddPod adds a pod, allocating its IP from its node's podCIDR when spec has none.
+func (t *Topology) AddPod(spec PodSpec) (Pod, error) {
+	if spec.Namespace == "" {
+		spec.Namespace = defaultNamespace
+	}
+	key := spec.Namespace + "/" + spec.Name
+	f := t.file()
+	f.Pods = append(f.Pods, clonePodSpec(spec))
+	if err := t.replace("add pod "+key, f); err != nil {
+		return Pod{}, err
+	}
+	p, _ := t.Pod(key)
+	return p, nil
+}
+
+// RemovePod removes the pod with key "namespace/name" and returns it.
+func (t *Topology) RemovePod(key string) (Pod, error) {
+	i := t.podIndex(key)
+	if i < 0 {
+		return Pod{}, fmt.Errorf("remove pod %s: no such pod in lab %s", key, t.Name)
+	}
+	removed := clonePod(t.Pods[i])
+	f := t.file()
+	f.Pods = slices.Delete(f.Pods, i, i+1)
+	if err := t.replace("remove pod "+key, f); err != nil {
+		return Pod{}, err
+	}
+	return removed, nil
+}
+
+// UpdatePod changes a pod's labels, readiness or terminating flag. A pod's name,
+// namespace, node, address and ports are fixed, as in Kubernetes: remove the pod
+// and add another instead.
+func (t *Topology) UpdatePod(key string, change func(p *Pod)) error {
+	i := t.podIndex(key)
+	if i < 0 {
+		return fmt.Errorf("update pod %s: no such pod in lab %s", key, t.Name)
+	}
+	old := t.Pods[i]
+	p := clonePod(old)
+	change(&p)
+	if p.Name != old.Name || p.Namespace != old.Namespace || p.Node != old.Node || p.IP != old.IP ||
+		!slices.Equal(p.Ports, old.Ports) {
+		return fmt.Errorf("update pod %s: only labels, ready and terminating can change; remove the pod and add another", key)
+	}
+	f := t.file()
+	f.Pods[i] = podSpec(p)
+	return t.replace("update pod "+key, f)
+}
+
+// ApplyService adds the Service, or replaces the one with the same namespace and
+// name as the API server updates one: allocated values the new object leaves
+// out are kept, values its new type no longer uses are released, and the
+// ClusterIP cannot change.
+func (t *Topology) ApplyService(svc corev1.Service) error {
+	svc = *svc.DeepCopy()
+	if svc.Namespace == "" {
+		svc.Namespace = defaultNamespace
+	}
+	op := fmt.Sprintf("apply Service %s/%s", svc.Namespace, svc.Name)
+	f := t.file()
+	i := slices.IndexFunc(f.Services, func(s corev1.Service) bool {
+		return s.Namespace == svc.Namespace && s.Name == svc.Name
+	})
+	if i < 0 {
+		f.Services = append(f.Services, svc)
+		return t.replace(op, f)
+	}
+	old := &f.Services[i]
+	prepareUpdate(&svc, old)
+	if errs := immutable(t.Source+" ("+op+")", index("services", i), &svc, old); len(errs) > 0 {
+		return errs.asError()
+	}
+	f.Services[i] = svc
+	return t.replace(op, f)
+}
+
+// RemoveService removes a Service together with the EndpointSlices the user gave
+// it, which nothing would read once it is gone.
+func (t *Topology) RemoveService(namespace, name string) error {
+	if namespace == "" {
+		namespace = defaultNamespace
+	}
+	f := t.file()
+	i := slices.IndexFunc(f.Services, func(s corev1.Service) bool { return s.Namespace == namespace && s.Name == name })
+	if i < 0 {
+		return fmt.Errorf("remove Service %s/%s: no such Service in lab %s", namespace, name, t.Name)
+	}
+	f.Services = slices.Delete(f.Services, i, i+1)
+	f.EndpointSlices = slices.DeleteFunc(f.EndpointSlices, func(s discoveryv1.EndpointSlice) bool {
+		return s.Namespace == namespace && s.Labels[discoveryv1.LabelServiceName] == name
+	})
+	return t.replace(fmt.Sprintf("remove Service %s/%s", namespace, name), f)
+}
+
+// replace resolves f and, when it is valid, makes it the topology.
+func (t *Topology) replace(op string, f *File) error {
+	nt, errs := resolve(t.Source+" ("+op+")", f, nil)
+	if len(errs) > 0 {
+		return errs.asError()
+	}
+	nt.Source = t.Source
+	*t = *nt
+	return nil
+}
+
+// file is the topology written back as a lab file, with everything allocated.
+func (t *Topology) file() *File {
+	f := &File{
+		Name:             t.Name,
+		ClusterCIDR:      prefixString(t.ClusterCIDR),
+		ServiceCIDR:      prefixString(t.ServiceCIDR),
+		NodeCIDR:         prefixString(t.NodeCIDR),
+		KubeProxyVersion: t.KubeProxyVersion,
+	}
+	for _, n := range t.Nodes {
+		f.Nodes = append(f.Nodes, NodeSpec{Name: n.Name, IP: addrString(n.IP), PodCIDR: prefixString(n.PodCIDR)})
+	}
+	for _, p := range t.Pods {
+		f.Pods = append(f.Pods, podSpec(p))
+	}
+	for _, c := range t.Clients {
+		f.Clients = append(f.Clients, ClientSpec{Name: c.Name, IP: addrString(c.IP)})
+	}
+	for i := range t.Services {
+		f.Services = append(f.Services, *t.Services[i].DeepCopy())
+	}
+	for i := range t.UserEndpointSlices {
+		f.EndpointSlices = append(f.EndpointSlices, *t.UserEndpointSlices[i].DeepCopy())
+	}
+	return f
+}
+
+func podSpec(p Pod) PodSpec {
+	ready := p.Ready
+	return PodSpec{
+		Name:        p.Name,
+		Namespace:   p.Namespace,
+		Node:        p.Node,
+		IP:          addrString(p.IP),
+		Labels:      maps.Clone(p.Labels),
+		Ready:       &ready,
+		Terminating: p.Terminating,
+		Ports:       slices.Clone(p.Ports),
+	}
+}
+
+func clonePodSpec(s PodSpec) PodSpec {
+	s.Labels = maps.Clone(s.Labels)
+	s.Ports = slices.Clone(s.Ports)
+	if s.Ready != nil {
+		ready := *s.Ready
+		s.Ready = &ready
+	}
+	return s
+}
+
+func clonePod(p Pod) Pod {
+	p.Labels = maps.Clone(p.Labels)
+	p.Ports = slices.Clone(p.Ports)
+	return p
+}
+
+// Clone is a deep copy: changing one never changes the other.
+func (t *Topology) Clone() *Topology {
+	c := *t
+	c.Nodes = slices.Clone(t.Nodes)
+	c.Clients = slices.Clone(t.Clients)
+	c.Pods = nil
+	for _, p := range t.Pods {
+		c.Pods = append(c.Pods, clonePod(p))
+	}
+	c.Services = nil
+	for i := range t.Services {
+		c.Services = append(c.Services, *t.Services[i].DeepCopy())
+	}
+	c.UserEndpointSlices = nil
+	for i := range t.UserEndpointSlices {
+		c.UserEndpointSlices = append(c.UserEndpointSlices, *t.UserEndpointSlices[i].DeepCopy())
+	}
+	return &c
+}
+
+// Node finds a node by name.
+func (t *Topology) Node(name string) (Node, bool) {
+	i := slices.IndexFunc(t.Nodes, func(n Node) bool { return n.Name == name })
+	if i < 0 {
+		return Node{}, false
+	}
+	return t.Nodes[i], true
+}
+
+// Pod finds a pod by "namespace/name"; the result is a copy.
+func (t *Topology) Pod(key string) (Pod, bool) {
+	i := t.podIndex(key)
+	if i < 0 {
+		return Pod{}, false
+	}
+	return clonePod(t.Pods[i]), true
+}
+
+// Service finds a Service; the result is a copy.
+func (t *Topology) Service(namespace, name string) (corev1.Service, bool) {
+	i := slices.IndexFunc(t.Services, func(s corev1.Service) bool { return s.Namespace == namespace && s.Name == name })
+	if i < 0 {
+		return corev1.Service{}, false
+	}
+	return *t.Services[i].DeepCopy(), true
+}
+
+func (t *Topology) podIndex(key string) int {
+	return slices.IndexFunc(t.Pods, func(p Pod) bool { return p.Key() == key })
+}

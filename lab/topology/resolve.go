@@ -1,0 +1,269 @@
+package topology
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+
+	"github.com/svclab/svclab/lab/proxy"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// resolver turns a decoded File into a Topology: it checks every rule, fills in
+// defaults and allocates what a cluster would allocate. It collects every problem
+// instead of stopping at the first.
+type resolver struct {
+	source string
+	pos    positions // nil when the file was not read from YAML (a mutation)
+	errs   ErrorList
+	t      *Topology
+
+	// names holds node, client and pod names, one space because each names a
+	// network namespace; the value is the path that took the name.
+	names map[string]string
+	// addrs holds every address given to someone: nodes, clients, pods, ClusterIPs.
+	addrs map[netip.Addr]string
+	// nodes indexes the valid nodes by name.
+	nodes map[string]Node
+	// pods is the set of pod keys, for lookups once every pod is known.
+	pods map[string]bool
+	// cursors remembers where nextFree stopped in each prefix.
+	cursors map[netip.Prefix]netip.Addr
+}
+
+func (r *resolver) errorf(path, format string, args ...any) {
+	r.errs = append(r.errs, Error{Source: r.source, Line: r.pos.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (r *resolver) errorsf(path string, msgs []string) {
+	for _, m := range msgs {
+		r.errorf(path, "%s", m)
+	}
+}
+
+// resolve checks and completes f. pos may be nil.
+func resolve(source string, f *File, pos positions) (*Topology, ErrorList) {
+	r := &resolver{
+		source:  source,
+		pos:     pos,
+		t:       &Topology{Source: source},
+		names:   map[string]string{},
+		addrs:   map[netip.Addr]string{},
+		nodes:   map[string]Node{},
+		cursors: map[netip.Prefix]netip.Addr{},
+	}
+	r.lab(f)
+	r.nodeSpecs(f.Nodes)
+	r.clientSpecs(f.Clients)
+	r.nodeNetwork(f.NodeCIDR)
+	r.podSpecs(f.Pods)
+	r.services(f.Services)
+	r.endpointSlices(f.EndpointSlices)
+	r.namedTargetPorts()
+	if len(r.errs) > 0 {
+		return nil, r.errs.sorted()
+	}
+	return r.t, nil
+}
+
+var labName = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+
+// maxLabName keeps the lab name short enough to prefix the names of the lab's
+// network namespaces and interfaces.
+const maxLabName = 32
+
+func (r *resolver) lab(f *File) {
+	switch {
+	case f.Name == "":
+		r.errorf("name", "required: the lab's name, such as %q", "web")
+	case len(f.Name) > maxLabName:
+		r.errorf("name", "%q is %d characters long; a lab name has at most %d", f.Name, len(f.Name), maxLabName)
+	case !labName.MatchString(f.Name):
+		r.errorf("name", "%q must consist of lowercase letters, digits and '-', and start and end with a letter or digit", f.Name)
+	}
+	r.t.Name = f.Name
+	r.t.ClusterCIDR = r.cidr("clusterCIDR", f.ClusterCIDR, "10.244.0.0/16")
+	r.t.ServiceCIDR = r.cidr("serviceCIDR", f.ServiceCIDR, "10.96.0.0/12")
+	if overlaps(r.t.ClusterCIDR, r.t.ServiceCIDR) {
+		r.errorf("serviceCIDR", "%s overlaps clusterCIDR %s", r.t.ServiceCIDR, r.t.ClusterCIDR)
+	}
+	if f.KubeProxyVersion != "" {
+		if _, err := proxy.ParseVersion(f.KubeProxyVersion); err != nil {
+			r.errorf("kubeProxyVersion", "%v", err)
+		}
+	}
+	r.t.KubeProxyVersion = f.KubeProxyVersion
+}
+
+func (r *resolver) cidr(path, s, example string) netip.Prefix {
+	if s == "" {
+		r.errorf(path, "required, such as %s", example)
+		return netip.Prefix{}
+	}
+	p, msg := parsePrefixV4(s)
+	if msg != "" {
+		r.errorf(path, "%s", msg)
+	}
+	return p
+}
+
+// reservedMember is the name of the namespace that joins the lab's nodes and
+// clients; no member may take it.
+const reservedMember = "fabric"
+
+// memberName checks a node, client or pod name and claims it in the lab's one
+// name space.
+func (r *resolver) memberName(path, name string) bool {
+	if name == "" {
+		r.errorf(path, "required")
+		return false
+	}
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		r.errorf(path, "%q: %s", name, msgs[0])
+		return false
+	}
+	if name == reservedMember {
+		r.errorf(path, "%q is reserved for the namespace that joins the lab's nodes and clients", name)
+		return false
+	}
+	if first, taken := r.names[name]; taken {
+		r.errorf(path, "%q is already the name of %s (node, client and pod names share one space: each names a network namespace)", name, first)
+		return false
+	}
+	r.names[name] = parentPath(path)
+	return true
+}
+
+// claim gives a to owner, or says who already has it.
+func (r *resolver) claim(path string, a netip.Addr, owner string) bool {
+	if first, taken := r.addrs[a]; taken {
+		r.errorf(path, "%s is already the address of %s", a, first)
+		return false
+	}
+	r.addrs[a] = owner
+	return true
+}
+
+func (r *resolver) address(path, s string) (netip.Addr, bool) {
+	if s == "" {
+		r.errorf(path, "required")
+		return netip.Addr{}, false
+	}
+	a, msg := parseIPv4(s)
+	if msg != "" {
+		r.errorf(path, "%s", msg)
+		return netip.Addr{}, false
+	}
+	return a, true
+}
+
+func (r *resolver) nodeSpecs(specs []NodeSpec) {
+	if len(specs) == 0 {
+		r.errorf("nodes", "a lab needs at least one node")
+	}
+	for i, s := range specs {
+		path := index("nodes", i)
+		n := Node{Name: s.Name}
+		nameOK := r.memberName(child(path, "name"), s.Name)
+		ip, ipOK := r.address(child(path, "ip"), s.IP)
+		if ipOK && r.claim(child(path, "ip"), ip, "node "+s.Name) {
+			n.IP = ip
+		}
+		cidrPath := child(path, "podCIDR")
+		if s.PodCIDR == "" {
+			r.errorf(cidrPath, "required: the node's share of clusterCIDR, such as 10.244.%d.0/24", i+1)
+		} else if p, msg := parsePrefixV4(s.PodCIDR); msg != "" {
+			r.errorf(cidrPath, "%s", msg)
+		} else {
+			n.PodCIDR = p
+			if r.t.ClusterCIDR.IsValid() && !(r.t.ClusterCIDR.Contains(p.Addr()) && p.Bits() >= r.t.ClusterCIDR.Bits()) {
+				r.errorf(cidrPath, "%s is outside clusterCIDR %s", p, r.t.ClusterCIDR)
+			}
+			for _, earlier := range r.t.Nodes {
+				if overlaps(p, earlier.PodCIDR) {
+					r.errorf(cidrPath, "%s overlaps the podCIDR %s of node %s", p, earlier.PodCIDR, earlier.Name)
+				}
+			}
+		}
+		r.t.Nodes = append(r.t.Nodes, n)
+		if nameOK && n.IP.IsValid() && n.PodCIDR.IsValid() {
+			r.nodes[n.Name] = n
+		}
+	}
+}
+
+func (r *resolver) clientSpecs(specs []ClientSpec) {
+	for i, s := range specs {
+		path := index("clients", i)
+		c := Client{Name: s.Name}
+		r.memberName(child(path, "name"), s.Name)
+		if ip, ok := r.address(child(path, "ip"), s.IP); ok && r.claim(child(path, "ip"), ip, "client "+s.Name) {
+			c.IP = ip
+		}
+		r.t.Clients = append(r.t.Clients, c)
+	}
+}
+
+// nodeNetwork settles the network that joins nodes and clients, and checks that
+// every node and client address is a host address in it.
+func (r *resolver) nodeNetwork(given string) {
+	type member struct {
+		path string
+		ip   netip.Addr
+	}
+	var members []member
+	var addrs []netip.Addr
+	for i, n := range r.t.Nodes {
+		if n.IP.IsValid() {
+			members = append(members, member{child(index("nodes", i), "ip"), n.IP})
+			addrs = append(addrs, n.IP)
+		}
+	}
+	for i, c := range r.t.Clients {
+		if c.IP.IsValid() {
+			members = append(members, member{child(index("clients", i), "ip"), c.IP})
+			addrs = append(addrs, c.IP)
+		}
+	}
+	var net netip.Prefix
+	// name is what messages call the node network; where is the path they
+	// blame when it overlaps another network.
+	name, where := "nodeCIDR", "nodeCIDR"
+	if given != "" {
+		p, msg := parsePrefixV4(given)
+		if msg != "" {
+			r.errorf(where, "%s", msg)
+			return
+		}
+		net = p
+	} else {
+		// Left to us: the smallest network, at most a /24, that holds every
+		// node and client address.
+		name, where = "the derived node network", "nodes"
+		net = coveringPrefix(addrs, 24)
+		if !net.IsValid() {
+			return
+		}
+	}
+	r.t.NodeCIDR = net
+	for _, other := range []struct {
+		name string
+		p    netip.Prefix
+	}{{"clusterCIDR", r.t.ClusterCIDR}, {"serviceCIDR", r.t.ServiceCIDR}} {
+		switch {
+		case !overlaps(net, other.p):
+		case given != "":
+			r.errorf(where, "%s overlaps %s %s", net, other.name, other.p)
+		default:
+			r.errorf(where, "the node network %s, derived from the node and client addresses, overlaps %s %s (set nodeCIDR, or move the nodes)",
+				net, other.name, other.p)
+		}
+	}
+	for _, m := range members {
+		if !net.Contains(m.ip) {
+			r.errorf(m.path, "%s is outside nodeCIDR %s", m.ip, net)
+		} else if why := reservedIn(m.ip, net); why != "" {
+			r.errorf(m.path, "%s is %s of %s %s", m.ip, why, name, net)
+		}
+	}
+}

@@ -1,0 +1,143 @@
+package traffic
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/svclab/svclab/lab/namespaces"
+)
+
+// DefaultTimeout bounds one attempt when a Dial sets none.
+const DefaultTimeout = 2 * time.Second
+
+// Dial says where a client connects from and to.
+type Dial struct {
+	// From is the network namespace of the lab member the client runs in.
+	From string
+	// Protocol is "TCP" or "UDP" (case does not matter).
+	Protocol string
+	To       netip.AddrPort
+	// SrcPort fixes the client's source port (0: the kernel picks), for checks that
+	// need one conntrack entry or one affinity key across attempts.
+	SrcPort int
+	// Timeout bounds connecting and each reply.
+	Timeout time.Duration
+}
+
+func (d Dial) timeout() time.Duration {
+	if d.Timeout <= 0 {
+		return DefaultTimeout
+	}
+	return d.Timeout
+}
+
+func (d Dial) network() (string, error) {
+	switch strings.ToUpper(d.Protocol) {
+	case "TCP", "":
+		return "tcp4", nil
+	case "UDP":
+		return "udp4", nil
+	}
+	return "", fmt.Errorf("protocol %q: want TCP or UDP", d.Protocol)
+}
+
+func (d Dial) String() string {
+	return fmt.Sprintf("%s from %s to %s", strings.ToUpper(d.Protocol), d.From, d.To)
+}
+
+// Request makes one short exchange: connect, ask once, read the reply, close. The
+// server closes first, so a fixed source port can be reused at once. Keep-alive is
+// never used: every Request is a new connection and a new conntrack entry.
+func Request(d Dial) (Reply, error) {
+	c, err := Open(d)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer c.Close()
+	return c.ask(onceLine)
+}
+
+// Conn is one long-lived connection (for UDP, one fixed 5-tuple) that can be asked
+// again and again, to watch where an established flow goes as rules change.
+type Conn struct {
+	d    Dial
+	conn net.Conn
+	rd   *bufio.Reader
+}
+
+// Open connects. The socket is created inside d.From's namespace and then used from
+// the calling goroutine.
+func Open(d Dial) (*Conn, error) {
+	network, err := d.network()
+	if err != nil {
+		return nil, err
+	}
+	dialer := net.Dialer{Timeout: d.timeout(), Control: reuseAddr}
+	if d.SrcPort != 0 {
+		if network == "udp4" {
+			dialer.LocalAddr = &net.UDPAddr{Port: d.SrcPort}
+		} else {
+			dialer.LocalAddr = &net.TCPAddr{Port: d.SrcPort}
+		}
+	}
+	var conn net.Conn
+	err = namespaces.Do(d.From, func() error {
+		var err error
+		conn, err = dialer.DialContext(context.Background(), network, d.To.String())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", d, err)
+	}
+	return &Conn{d: d, conn: conn, rd: bufio.NewReader(conn)}, nil
+}
+
+// reuseAddr lets a fixed source port be bound again while an earlier socket on it
+// lingers.
+func reuseAddr(_, _ string, rc syscall.RawConn) error {
+	var serr error
+	err := rc.Control(func(fd uintptr) {
+		serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+	})
+	return errors.Join(err, serr)
+}
+
+// Ask sends a line and waits for the reply, keeping the connection open.
+func (c *Conn) Ask() (Reply, error) { return c.ask("HELLO") }
+
+func (c *Conn) ask(line string) (Reply, error) {
+	deadline := time.Now().Add(c.d.timeout())
+	c.conn.SetDeadline(deadline)
+	if _, err := c.conn.Write([]byte(line + "\n")); err != nil {
+		return Reply{}, fmt.Errorf("%s: write: %w", c.d, err)
+	}
+	var resp []byte
+	if _, isUDP := c.conn.(*net.UDPConn); isUDP {
+		buf := make([]byte, 2048)
+		n, err := c.conn.Read(buf)
+		if err != nil {
+			return Reply{}, fmt.Errorf("%s: read: %w", c.d, err)
+		}
+		resp = buf[:n]
+	} else {
+		var err error
+		resp, err = c.rd.ReadBytes('\n')
+		if err != nil {
+			return Reply{}, fmt.Errorf("%s: read: %w", c.d, err)
+		}
+	}
+	return parseReply(resp)
+}
+
+// Local is the client's own address and port, before any NAT.
+func (c *Conn) Local() netip.AddrPort { return addrPort(c.conn.LocalAddr()) }
+
+// Close ends the connection.
+func (c *Conn) Close() error { return c.conn.Close() }

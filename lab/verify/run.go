@@ -1,0 +1,245 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/netip"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// missRate bounds, per check, the chance that an endpoint that may answer is never
+// picked in the attempts made: with fewer than 1000 checks in a run, a run fails
+// falsely less than once in 1000.
+const missRate = 1e-6
+
+// Timeouts of one attempt. Answers in a lab come within milliseconds (tens of
+// milliseconds in an emulated VM), so these are generous.
+const (
+	answerTimeout = 1 * time.Second
+	dropTimeout   = 1 * time.Second
+	// dropAttempts: a dropped flow must time out on every attempt.
+	dropAttempts   = 2
+	refuseAttempts = 3
+)
+
+// Check is one flow's result, in the shape `svclab verify --json` prints.
+type Check struct {
+	Name     string `json:"name"`
+	Mode     string `json:"mode"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Expected string `json:"expected"`
+	Observed string `json:"observed"`
+	Passed   bool   `json:"passed"`
+	Service  string `json:"service"`
+	Protocol string `json:"protocol"`
+	Attempts int    `json:"attempts"`
+	Why      string `json:"why"`
+}
+
+// Flow is one source dialling one Service address, with what must happen.
+type Flow struct {
+	Source   Source
+	NetNS    string
+	Port     proxy.ServicePort
+	Target   Target
+	Expected Expectation
+}
+
+// Flows derives every flow of the lab and its expectation under the lab's mode:
+// from each pod, node and client to each ClusterIP:port and each node:nodePort.
+func Flows(l *lab.Lab) ([]Flow, error) {
+	expect, ok := expectations[l.Mode()]
+	if !ok {
+		return nil, fmt.Errorf("verify: no expectations are defined for mode %q", l.Mode())
+	}
+	t := l.Topology()
+	m := newModel(t, l.Cluster())
+	var sources []Source
+	for _, n := range t.Nodes {
+		sources = append(sources, Source{Name: n.Name, Kind: lab.KindNode, IP: n.IP, Node: n.Name})
+	}
+	for _, p := range t.Pods {
+		sources = append(sources, Source{Name: p.Name, Kind: lab.KindPod, IP: p.IP, Node: p.Node})
+	}
+	for _, c := range t.Clients {
+		sources = append(sources, Source{Name: c.Name, Kind: lab.KindClient, IP: c.IP})
+	}
+	var flows []Flow
+	for _, sp := range l.ServicePorts() {
+		targets := []Target{{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}}
+		if sp.NodePort != 0 {
+			for _, n := range t.Nodes {
+				targets = append(targets, Target{Node: n.Name, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))})
+			}
+		}
+		for _, src := range sources {
+			member, err := l.Member(src.Name)
+			if err != nil {
+				return nil, err
+			}
+			for _, tgt := range targets {
+				flows = append(flows, Flow{Source: src, NetNS: member.NetNS, Port: sp, Target: tgt, Expected: expect(m, src, &sp, tgt)})
+			}
+		}
+	}
+	return flows, nil
+}
+
+// expectations holds each mode's model of the dataplane.
+var expectations = map[string]func(*model, Source, *proxy.ServicePort, Target) Expectation{
+	"iptables": (*model).expectIPTables,
+}
+
+// Run checks every flow of the lab with real connections, a few flows at a time.
+func Run(ctx context.Context, l *lab.Lab, mode string) ([]Check, error) {
+	flows, err := Flows(l)
+	if err != nil {
+		return nil, err
+	}
+	checks := make([]Check, len(flows))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := range flows {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			checks[i] = check(ctx, flows[i], mode)
+		}()
+	}
+	wg.Wait()
+	return checks, ctx.Err()
+}
+
+// attemptsFor is how many new connections make sure, but for missRate, that each of
+// k endpoints that answer is seen when the rules pick uniformly among n >= k.
+func attemptsFor(k, n int) int {
+	if n <= 1 {
+		return 1
+	}
+	return int(math.Ceil(math.Log(missRate/float64(k)) / math.Log(1-1/float64(n))))
+}
+
+func check(ctx context.Context, f Flow, mode string) Check {
+	sp := f.Port
+	c := Check{
+		Name: fmt.Sprintf("%s %s -> %s %s", f.Source.Kind, f.Source.Name, sp.Name.String(proxy.DefaultVersion), f.Target),
+		Mode: mode, From: f.Source.Name, To: f.Target.String(), Expected: f.Expected.String(),
+		Service: sp.Name.String(proxy.DefaultVersion), Protocol: string(sp.Protocol), Why: f.Expected.Why,
+	}
+	dial := traffic.Dial{From: f.NetNS, Protocol: string(sp.Protocol), To: f.Target.Addr, Timeout: answerTimeout}
+	exp := f.Expected
+	attempts := 1
+	switch exp.Outcome {
+	case traffic.Answered:
+		n := len(exp.Backends)
+		if exp.MayTimeout {
+			n = len(sp.Endpoints)
+		}
+		attempts = attemptsFor(len(exp.Backends), n)
+	case traffic.Refused:
+		attempts = refuseAttempts
+	case traffic.Timeout:
+		attempts, dial.Timeout = dropAttempts, dropTimeout
+	}
+	obs := newObservation()
+	ok := true
+	for i := 0; i < attempts && ctx.Err() == nil; i++ {
+		c.Attempts++
+		r, err := traffic.Request(dial)
+		out := traffic.Classify(err)
+		obs.add(out, r)
+		switch {
+		case out == traffic.Answered && exp.Outcome == traffic.Answered:
+			if !allowed(exp.Backends[r.Backend()], r.Client.Addr()) {
+				ok = false
+			}
+		case out == traffic.Timeout && exp.MayTimeout:
+		case out != exp.Outcome:
+			ok = false
+		}
+		if exp.Outcome == traffic.Answered && obs.covers(exp.Backends) {
+			break
+		}
+	}
+	c.Observed = obs.String()
+	c.Passed = ok && ctx.Err() == nil && (exp.Outcome != traffic.Answered || obs.covers(exp.Backends))
+	return c
+}
+
+func allowed(srcs []netip.Addr, a netip.Addr) bool {
+	for _, s := range srcs {
+		if s == a {
+			return true
+		}
+	}
+	return false
+}
+
+// observation counts what came back.
+type observation struct {
+	outcomes map[traffic.Outcome]int
+	backends map[string]map[netip.Addr]int
+	names    map[string]string
+}
+
+func newObservation() *observation {
+	return &observation{outcomes: map[traffic.Outcome]int{}, backends: map[string]map[netip.Addr]int{}, names: map[string]string{}}
+}
+
+func (o *observation) add(out traffic.Outcome, r traffic.Reply) {
+	if out != traffic.Answered {
+		o.outcomes[out]++
+		return
+	}
+	b := r.Backend()
+	if o.backends[b] == nil {
+		o.backends[b] = map[netip.Addr]int{}
+	}
+	o.backends[b][r.Client.Addr()]++
+	o.names[b] = r.Pod
+}
+
+func (o *observation) covers(want map[string][]netip.Addr) bool {
+	for b := range want {
+		if len(o.backends[b]) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func (o *observation) String() string {
+	var parts []string
+	keys := make([]string, 0, len(o.backends))
+	for b := range o.backends {
+		keys = append(keys, b)
+	}
+	sort.Strings(keys)
+	for _, b := range keys {
+		var srcs []string
+		n := 0
+		for a, k := range o.backends[b] {
+			srcs = append(srcs, a.String())
+			n += k
+		}
+		sort.Strings(srcs)
+		parts = append(parts, fmt.Sprintf("%s x%d (src %s)", b, n, strings.Join(srcs, "|")))
+	}
+	outs := make([]string, 0, len(o.outcomes))
+	for out, n := range o.outcomes {
+		outs = append(outs, fmt.Sprintf("%s x%d", out, n))
+	}
+	sort.Strings(outs)
+	return strings.Join(append(parts, outs...), ", ")
+}

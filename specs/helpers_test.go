@@ -1,0 +1,73 @@
+package specs
+
+import (
+	"context"
+	"net/netip"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// parse reads an inline topology; specs keep their labs next to their checks.
+func parse(name, yaml string) *topology.Topology {
+	t, err := topology.Parse(name, []byte(strings.TrimSpace(yaml)))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return t
+}
+
+func shipped(name string) *topology.Topology {
+	t, err := topology.Embedded(name)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return t
+}
+
+// upLab builds a lab that is torn down when the enclosing container ends, and whose
+// nodes' rules, conntrack tables and routes are written to the spec's output when a
+// spec fails.
+func upLab(t *topology.Topology, o lab.Options) *lab.Lab {
+	l, err := lab.Up(context.Background(), t, o)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		Expect(l.Down()).To(Succeed())
+	})
+	return l
+}
+
+// dumpOnFailure registers, in the enclosing container, a dump of the lab after each
+// failed spec.
+func dumpOnFailure(l **lab.Lab) {
+	JustAfterEach(func() {
+		if CurrentSpecReport().Failed() && *l != nil {
+			GinkgoWriter.Printf("\n===== lab %s after the failure =====\n%s", (*l).ID, (*l).Dump())
+		}
+	})
+}
+
+// netnsOf is the network namespace of a lab member.
+func netnsOf(l *lab.Lab, member string) string {
+	m, err := l.Member(member)
+	ExpectWithOffset(2, err).NotTo(HaveOccurred())
+	return m.NetNS
+}
+
+// dialer makes Dials from one member with a timeout.
+func dial(l *lab.Lab, from, proto, to string, timeout time.Duration) traffic.Dial {
+	return traffic.Dial{From: netnsOf(l, from), Protocol: proto, To: netip.MustParseAddrPort(to), Timeout: timeout}
+}
+
+// ask makes one short TCP exchange from a member.
+func ask(l *lab.Lab, from, to string) (traffic.Reply, error) {
+	return traffic.Request(dial(l, from, "TCP", to, 2*time.Second))
+}
+
+// outcome classifies one short exchange.
+func outcome(l *lab.Lab, from, proto, to string, timeout time.Duration) traffic.Outcome {
+	_, err := traffic.Request(dial(l, from, proto, to, timeout))
+	return traffic.Classify(err)
+}

@@ -1,0 +1,103 @@
+// Package specs is svclab's Ginkgo suite: real labs, real rules, real packets. It
+// needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN). Every spec runs for every mode
+// listed in SVCLAB_MODES (default: every mode this kernel supports); a listed mode the
+// kernel cannot run fails the suite instead of being skipped.
+package specs
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gexec"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
+	_ "github.com/svclab/svclab/lab/proxy/iptables"
+)
+
+func TestSpecs(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "svclab")
+}
+
+// svclabBin is the svclab binary the CLI specs run: $SVCLAB_BIN, or one built for
+// the suite.
+var svclabBin string
+
+var _ = SynchronizedBeforeSuite(func() []byte {
+	Expect(lab.CheckPrivileges()).To(Succeed(), "the specs build real labs")
+	if bin := os.Getenv("SVCLAB_BIN"); bin != "" {
+		return []byte(bin)
+	}
+	bin, err := gexec.Build("github.com/svclab/svclab/cmd/svclab")
+	Expect(err).NotTo(HaveOccurred())
+	return []byte(bin)
+}, func(bin []byte) {
+	svclabBin = string(bin)
+	_, err := os.Stat(svclabBin)
+	Expect(err).NotTo(HaveOccurred(), "svclab binary %s", svclabBin)
+	for _, m := range modes {
+		mode, err := proxy.Lookup(m.name)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(mode.Available()).To(Succeed(), "SVCLAB_MODES lists %s, which this kernel cannot run", m.label)
+	}
+})
+
+var _ = SynchronizedAfterSuite(func() {}, func() {
+	if os.Getenv("SVCLAB_BIN") == "" {
+		gexec.CleanupBuildArtifacts()
+	}
+})
+
+// modeCase is one mode (and backend) every Service spec runs in.
+type modeCase struct {
+	label   string
+	name    string
+	backend string
+}
+
+func (m modeCase) options() lab.Options {
+	return lab.Options{Mode: m.name, Proxy: proxy.Options{Backend: m.backend}}
+}
+
+// modes is read while the spec tree is built, so every spec of every mode is in the
+// tree: nothing is filtered out or skipped later.
+var modes = modesFromEnv()
+
+func modesFromEnv() []modeCase {
+	all := map[string]modeCase{
+		"iptables-nft":    {label: "iptables-nft", name: "iptables", backend: "nft"},
+		"iptables-legacy": {label: "iptables-legacy", name: "iptables", backend: "legacy"},
+		"ipvs":            {label: "ipvs", name: "ipvs"},
+	}
+	env := os.Getenv("SVCLAB_MODES")
+	var labels []string
+	if env == "" {
+		labels = []string{"iptables-nft", "iptables-legacy"}
+		if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
+			labels = append(labels, "ipvs")
+		}
+	} else {
+		labels = strings.Split(env, ",")
+	}
+	var out []modeCase
+	for _, l := range labels {
+		m, ok := all[strings.TrimSpace(l)]
+		if !ok {
+			panic(fmt.Sprintf("SVCLAB_MODES: unknown mode %q (known: iptables-nft, iptables-legacy, ipvs)", l))
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// runSvclab runs the svclab binary and returns its combined output.
+func runSvclab(args ...string) (string, error) {
+	out, err := exec.Command(svclabBin, args...).CombinedOutput()
+	return string(out), err
+}
