@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"strings"
@@ -61,7 +62,16 @@ func Request(d Dial) (Reply, error) {
 		return Reply{}, err
 	}
 	defer c.Close()
-	return c.ask(onceLine)
+	r, err := c.ask(onceLine)
+	if err != nil {
+		return r, err
+	}
+	// Wait for the server's FIN before closing, so that the server, not this
+	// client, holds TIME_WAIT and the source port is free again at once.
+	if _, isTCP := c.conn.(*net.TCPConn); isTCP {
+		io.Copy(io.Discard, c.rd)
+	}
+	return r, nil
 }
 
 // Conn is one long-lived connection (for UDP, one fixed 5-tuple) that can be asked

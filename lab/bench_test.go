@@ -1,0 +1,67 @@
+package lab
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/svclab/svclab/lab/namespaces"
+	_ "github.com/svclab/svclab/lab/proxy/iptables"
+	"github.com/svclab/svclab/lab/topology"
+)
+
+// Lab build and teardown speed. Run as root:
+//
+//	go test -run XXX -bench . -benchtime 3x ./lab/
+//
+// Each iteration builds the lab, serves every pod, tears it down and waits until no
+// namespace of it is left under /run/netns.
+func BenchmarkUpDown(b *testing.B) {
+	if err := CheckPrivileges(); err != nil {
+		b.Fatal(err)
+	}
+	web, err := topology.Default()
+	if err != nil {
+		b.Fatal(err)
+	}
+	big, err := topology.Generate(topology.Scale{Name: "big", Nodes: 20, PodsPerNode: 50, Services: 10, Clients: 1})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		t    *topology.Topology
+		mode string
+	}{
+		{"web-bare", web, ""},
+		{"web-iptables", web, "iptables"},
+		{"1000pods-bare", big, ""},
+		{"1000pods-iptables", big, "iptables"},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var up, down time.Duration
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				l, err := Up(context.Background(), tc.t, Options{Mode: tc.mode})
+				if err != nil {
+					b.Fatal(err)
+				}
+				up += time.Since(start)
+				start = time.Now()
+				if err := l.Down(); err != nil {
+					b.Fatal(err)
+				}
+				if left, _ := namespaces.List(NamespacePrefix + tc.t.Name + "-"); len(left) > 0 {
+					b.Fatalf("%d namespaces left after down", len(left))
+				}
+				down += time.Since(start)
+			}
+			pods := float64(len(tc.t.Pods) * b.N)
+			b.ReportMetric(up.Seconds()/float64(b.N), "up-s")
+			b.ReportMetric(down.Seconds()/float64(b.N), "down-s")
+			if pods > 0 {
+				b.ReportMetric(pods/up.Seconds(), "pods/s")
+			}
+		})
+	}
+}

@@ -1,0 +1,207 @@
+package specs
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/onsi/gomega/gbytes"
+	"github.com/onsi/gomega/gexec"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/namespaces"
+)
+
+// labNamespaces lists the namespaces of one run of a lab.
+func labNamespaces(name, runID string) []string {
+	all, err := namespaces.List(lab.NamespacePrefix + name + "-")
+	Expect(err).NotTo(HaveOccurred())
+	var mine []string
+	for _, n := range all {
+		if strings.HasSuffix(n, "-"+runID) {
+			mine = append(mine, n)
+		}
+	}
+	return mine
+}
+
+// ownedBy waits for the lab record of the process pid and returns it.
+func ownedBy(pid int) *lab.Record {
+	var rec *lab.Record
+	Eventually(func() bool {
+		recs, _ := lab.Records(lab.DefaultRecordDir)
+		for _, r := range recs {
+			if r.Owner.PID == pid {
+				rec = r
+				return true
+			}
+		}
+		return false
+	}).WithTimeout(10 * time.Second).WithPolling(time.Millisecond).Should(BeTrue())
+	return rec
+}
+
+var _ = Describe("A lab's life", Label("lifecycle"), func() {
+	for _, m := range modes {
+		It("leaves the root network namespace as it found it, "+m.label, func() {
+			before, err := rootSnapshot()
+			Expect(err).NotTo(HaveOccurred())
+			l, err := lab.Up(context.Background(), shipped("web.yaml"), m.options())
+			Expect(err).NotTo(HaveOccurred())
+			_, err = ask(l, "client", "10.96.123.45:80")
+			Expect(err).NotTo(HaveOccurred())
+			_, err = ask(l, "outside", "192.168.1.10:30080")
+			Expect(err).NotTo(HaveOccurred())
+			during, err := rootSnapshot()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(l.Down()).To(Succeed())
+			after, err := rootSnapshot()
+			Expect(err).NotTo(HaveOccurred())
+			Expect(during).To(Equal(before), "while the lab runs")
+			Expect(after).To(Equal(before), "after the lab is gone")
+		})
+	}
+
+	It("removes every namespace and its record when torn down", func() {
+		l, err := lab.Up(context.Background(), shipped("httpd.yaml"), lab.Options{Mode: "iptables"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(labNamespaces("httpd", l.RunID)).To(HaveLen(9), "fabric, 3 nodes, 1 client, 4 pods")
+		Expect(filepath.Join(lab.DefaultRecordDir, l.ID+".json")).To(BeAnExistingFile())
+		Expect(l.Down()).To(Succeed())
+		Expect(labNamespaces("httpd", l.RunID)).To(BeEmpty())
+		Expect(filepath.Join(lab.DefaultRecordDir, l.ID+".json")).NotTo(BeAnExistingFile())
+		Expect(filepath.Join(lab.DefaultRecordDir, l.ID)).NotTo(BeADirectory())
+	})
+
+	It("runs two labs from one file side by side", func() {
+		a := upLab(shipped("web.yaml"), lab.Options{Mode: "iptables"})
+		b := upLab(shipped("web.yaml"), lab.Options{Mode: "iptables"})
+		Expect(a.RunID).NotTo(Equal(b.RunID))
+		for _, l := range []*lab.Lab{a, b} {
+			r, err := ask(l, "outside", "192.168.1.11:30080")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(r.Pod).To(BeElementOf("web-a", "web-b"))
+		}
+		Expect(netnsOf(a, "node-1")).NotTo(Equal(netnsOf(b, "node-1")))
+	})
+
+	It("leaves nothing after `svclab up` is killed with SIGKILL, once `svclab clean` ran", func() {
+		cmd := exec.Command(svclabBin, "up", "--foreground", "-f", "httpd")
+		Expect(cmd.Start()).To(Succeed())
+		rec := ownedBy(cmd.Process.Pid)
+		Expect(cmd.Process.Kill()).To(Succeed())
+		cmd.Wait()
+		out, err := runSvclab("clean")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("removed lab " + rec.ID))
+		Expect(labNamespaces("httpd", rec.RunID)).To(BeEmpty())
+		Expect(filepath.Join(lab.DefaultRecordDir, rec.ID+".json")).NotTo(BeAnExistingFile())
+	})
+
+	It("leaves nothing when `svclab up` gets Ctrl-C while building", func() {
+		cmd := exec.Command(svclabBin, "up", "-f", "httpd")
+		session, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
+		Expect(err).NotTo(HaveOccurred())
+		// The record is written by the background process the command starts.
+		var rec *lab.Record
+		Eventually(func() bool {
+			recs, _ := lab.Records(lab.DefaultRecordDir)
+			for _, r := range recs {
+				if r.Name == "httpd" && parentOf(r.Owner.PID) == cmd.Process.Pid {
+					rec = r
+					return true
+				}
+			}
+			return false
+		}).WithTimeout(10 * time.Second).WithPolling(time.Millisecond).Should(BeTrue())
+		session.Interrupt()
+		Eventually(session).WithTimeout(30 * time.Second).Should(gexec.Exit())
+		Expect(session.ExitCode()).NotTo(BeZero())
+		Expect(session.Err).To(gbytes.Say("interrupted"))
+		Eventually(rec.Owner.Alive).WithTimeout(10 * time.Second).Should(BeFalse())
+		Expect(labNamespaces("httpd", rec.RunID)).To(BeEmpty())
+		Expect(filepath.Join(lab.DefaultRecordDir, rec.ID+".json")).NotTo(BeAnExistingFile())
+	})
+
+	It("serves a lab in the background after `svclab up` returns, until `svclab down`", func() {
+		out, err := runSvclab("up", "-f", "web")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("is up"))
+		id := strings.Fields(strings.SplitN(out, "Lab ", 2)[1])[0]
+		// Tears the lab down if the spec fails before its own `down`.
+		DeferCleanup(func() { runSvclab("down", id) })
+		out, err = runSvclab("exec", id, "client", "--", "curl", "-s", "-m", "2", "10.96.123.45")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(MatchRegexp(`"pod":"web-[ab]"`))
+		out, err = runSvclab("ls")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(out).To(ContainSubstring(id))
+		out, err = runSvclab("down", id)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(labNamespaces("web", strings.TrimPrefix(id, "web-"))).To(BeEmpty())
+	})
+
+	It("rejects a bad topology with the file, line and field, creating nothing", func() {
+		bad := filepath.Join(GinkgoT().TempDir(), "bad.yaml")
+		Expect(os.WriteFile(bad, []byte(`name: badlab
+clusterCIDR: 10.244.0.0/16
+serviceCIDR: 10.96.0.0/12
+nodes:
+  - {name: node-1, ip: 192.168.1.10, podCIDR: 10.244.1.0/24}
+pods:
+  - {name: p, node: node-1, ip: 10.244.9.9}
+`), 0o644)).To(Succeed())
+		out, err := runSvclab("up", "-f", bad)
+		Expect(err).To(HaveOccurred())
+		Expect(err.(*exec.ExitError).ExitCode()).To(Equal(2))
+		Expect(out).To(ContainSubstring(bad + ":7: pods[0].ip"))
+		Expect(namespaces.List(lab.NamespacePrefix + "badlab-")).To(BeEmpty())
+	})
+
+	It("says what it needs when run without root, and creates nothing", func() {
+		bin := worldExecutable(svclabBin)
+		for _, args := range [][]string{{"up"}, {"verify"}, {"clean"}, {"down", "web"}, {"exec", "web", "node-1", "--", "true"}} {
+			cmd := exec.Command(bin, args...)
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			out, err := cmd.CombinedOutput()
+			Expect(err).To(HaveOccurred(), "svclab %v as nobody", args)
+			Expect(err.(*exec.ExitError).ExitCode()).To(Equal(2), string(out))
+			Expect(string(out)).To(ContainSubstring("needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN"), "svclab %v", args)
+		}
+	})
+})
+
+// parentOf is the parent process of pid, from /proc.
+func parentOf(pid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 2 {
+		return 0
+	}
+	ppid, _ := strconv.Atoi(f[1])
+	return ppid
+}
+
+// worldExecutable copies bin where an unprivileged user may run it.
+func worldExecutable(bin string) string {
+	dir, err := os.MkdirTemp("", "svclab-nobody-")
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(os.RemoveAll, dir)
+	Expect(os.Chmod(dir, 0o755)).To(Succeed())
+	data, err := os.ReadFile(bin)
+	Expect(err).NotTo(HaveOccurred())
+	dst := filepath.Join(dir, "svclab")
+	Expect(os.WriteFile(dst, data, 0o755)).To(Succeed())
+	return dst
+}
