@@ -2,7 +2,9 @@ package specs
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
+	"os/exec"
 	"strings"
 	"time"
 
@@ -70,4 +72,23 @@ func ask(l *lab.Lab, from, to string) (traffic.Reply, error) {
 func outcome(l *lab.Lab, from, proto, to string, timeout time.Duration) traffic.Outcome {
 	_, err := traffic.Request(dial(l, from, proto, to, timeout))
 	return traffic.Classify(err)
+}
+
+// runWithInput runs a program with input on its standard input; call it inside
+// namespaces.Do to run it in a member's namespace.
+func runWithInput(input string, argv ...string) error {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdin = strings.NewReader(input)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, out)
+	}
+	return nil
+}
+
+// ctx bounds the lab changes a spec makes.
+func ctx() context.Context {
+	c, cancel := context.WithTimeout(context.Background(), time.Minute)
+	DeferCleanup(cancel)
+	return c
 }

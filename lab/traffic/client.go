@@ -151,3 +151,7 @@ func (c *Conn) Local() netip.AddrPort { return addrPort(c.conn.LocalAddr()) }
 
 // Close ends the connection.
 func (c *Conn) Close() error { return c.conn.Close() }
+
+// Remote is the address the client is connected to, as its socket sees it: the
+// ClusterIP or node address it dialled, whatever NAT does in between.
+func (c *Conn) Remote() netip.AddrPort { return addrPort(c.conn.RemoteAddr()) }

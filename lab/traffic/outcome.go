@@ -3,6 +3,7 @@ package traffic
 import (
 	"errors"
 	"io"
+	"net"
 	"os"
 	"syscall"
 )
@@ -29,14 +30,21 @@ const (
 // Classify maps a dial, read or write error to an Outcome; nil is Answered.
 func Classify(err error) Outcome {
 	var errno syscall.Errno
+	var netErr net.Error
 	switch {
 	case err == nil:
 		return Answered
-	case errors.Is(err, os.ErrDeadlineExceeded):
+	case errors.Is(err, os.ErrDeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		// Reads past their deadline, and dials whose timeout expired.
 		return Timeout
 	case errors.As(err, &errno):
 		switch errno {
 		case syscall.ECONNREFUSED:
+			return Refused
+		case syscall.EPERM:
+			// A rule in the sender's own OUTPUT path rejected the packet: a node's
+			// UDP send to a Service without endpoints fails at once with EPERM
+			// instead of waiting for an ICMP error.
 			return Refused
 		case syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED:
 			return Reset

@@ -25,9 +25,14 @@ const missRate = 1e-6
 const (
 	answerTimeout = 1 * time.Second
 	dropTimeout   = 1 * time.Second
+	// bypassTimeout bounds attempts of flows where some picks are expected to go
+	// unanswered (see Expectation.MayTimeout), so those picks cost little.
+	bypassTimeout = 300 * time.Millisecond
 	// dropAttempts: a dropped flow must time out on every attempt.
-	dropAttempts   = 2
-	refuseAttempts = 3
+	dropAttempts = 2
+	// refuseAttempts is one: a REJECT answers every packet alike, and each
+	// attempt spends the client's ICMP budget (see icmpBudget).
+	refuseAttempts = 1
 )
 
 // Check is one flow's result, in the shape `svclab verify --json` prints.
@@ -108,17 +113,78 @@ func Run(ctx context.Context, l *lab.Lab, mode string) ([]Check, error) {
 	checks := make([]Check, len(flows))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
+	var refused []int
 	for i := range flows {
+		if flows[i].Expected.Outcome == traffic.Refused {
+			refused = append(refused, i)
+			continue
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			checks[i] = check(ctx, flows[i], mode)
+			checks[i] = check(ctx, flows[i], mode, nil)
+		}()
+	}
+	wg.Wait()
+	// Refused flows: one client's checks in sequence within its ICMP budget,
+	// different clients side by side.
+	bySource := map[netip.Addr][]int{}
+	for _, i := range refused {
+		src := flows[i].Source.IP
+		bySource[src] = append(bySource[src], i)
+	}
+	for _, list := range bySource {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			budget := newICMPBudget()
+			for _, i := range list {
+				checks[i] = check(ctx, flows[i], mode, budget)
+			}
 		}()
 	}
 	wg.Wait()
 	return checks, ctx.Err()
+}
+
+// icmpBudget paces attempts that must be refused. A refusal is an ICMP error (or a
+// TCP reset) from the node's REJECT rule, and the kernel rate-limits the ICMP errors
+// a namespace sends to one host: one per net.ipv4.icmp_ratelimit (1 s) after a burst
+// of six (XRLIM_BURST_FACTOR in net/ipv4/icmp.c). Past that budget a refusal turns
+// into a timeout, a real effect but not the one checked here, so refused flows run
+// one at a time, spending at most five errors a second on each client.
+type icmpBudget struct {
+	tokens map[netip.Addr]float64
+	last   map[netip.Addr]time.Time
+}
+
+const (
+	icmpBurst = 5
+	icmpRate  = 1.0 // per second
+)
+
+func newICMPBudget() *icmpBudget {
+	return &icmpBudget{tokens: map[netip.Addr]float64{}, last: map[netip.Addr]time.Time{}}
+}
+
+// spend waits until client may be sent one more error, and takes it.
+func (b *icmpBudget) spend(client netip.Addr) {
+	now := time.Now()
+	tokens, seen := b.tokens[client], !b.last[client].IsZero()
+	if !seen {
+		tokens = icmpBurst
+	} else {
+		tokens = math.Min(icmpBurst, tokens+now.Sub(b.last[client]).Seconds()*icmpRate)
+	}
+	if tokens < 1 {
+		wait := time.Duration((1 - tokens) / icmpRate * float64(time.Second))
+		time.Sleep(wait)
+		now = now.Add(wait)
+		tokens = 1
+	}
+	b.tokens[client], b.last[client] = tokens-1, now
 }
 
 // attemptsFor is how many new connections make sure, but for missRate, that each of
@@ -130,7 +196,7 @@ func attemptsFor(k, n int) int {
 	return int(math.Ceil(math.Log(missRate/float64(k)) / math.Log(1-1/float64(n))))
 }
 
-func check(ctx context.Context, f Flow, mode string) Check {
+func check(ctx context.Context, f Flow, mode string, budget *icmpBudget) Check {
 	sp := f.Port
 	c := Check{
 		Name: fmt.Sprintf("%s %s -> %s %s", f.Source.Kind, f.Source.Name, sp.Name.String(proxy.DefaultVersion), f.Target),
@@ -145,6 +211,7 @@ func check(ctx context.Context, f Flow, mode string) Check {
 		n := len(exp.Backends)
 		if exp.MayTimeout {
 			n = len(sp.Endpoints)
+			dial.Timeout = bypassTimeout
 		}
 		attempts = attemptsFor(len(exp.Backends), n)
 	case traffic.Refused:
@@ -156,6 +223,9 @@ func check(ctx context.Context, f Flow, mode string) Check {
 	ok := true
 	for i := 0; i < attempts && ctx.Err() == nil; i++ {
 		c.Attempts++
+		if budget != nil {
+			budget.spend(f.Source.IP)
+		}
 		r, err := traffic.Request(dial)
 		out := traffic.Classify(err)
 		obs.add(out, r)

@@ -1,0 +1,418 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Result is what one VM run did and how long its parts took.
+type Result struct {
+	// ExitCode is the command's exit status in the guest (128+N if a signal N
+	// ended it); -1 when the guest never reported one.
+	ExitCode int
+	Kernel   Kernel
+	// Image is the hash naming the cached base image.
+	Image string
+	// Accel is the accelerator the command ran under: "kvm" or "tcg".
+	Accel string
+	// Prepare is the time before qemu started: kernel, base image (a build on a
+	// cold cache), the per-run archive, the accelerator choice.
+	Prepare time.Duration
+	// Booted is from qemu's start to /init talking to the host; Started to the
+	// command's first instruction (modules loaded); Total to qemu's end.
+	Booted, Started, Total time.Duration
+}
+
+// ErrTimeout is wrapped by the error Run returns when Config.Timeout passed.
+var ErrTimeout = errors.New("vm: timed out")
+
+// Run boots a VM, runs c.Command in it and returns the command's exit status.
+// err is nil exactly when the guest reported a status and /out (if asked for)
+// was copied back; a non-zero status alone is not an error. The VM is gone when
+// Run returns, whatever happened: qemu reaped, temporary files removed.
+func Run(ctx context.Context, c Config) (exitCode int, err error) {
+	r, err := Execute(ctx, c)
+	return r.ExitCode, err
+}
+
+// Probe boots a VM that runs /usr/bin/true and reports the kernel, accelerator
+// and boot times, e.g. to check a machine or warm the cache. c.Command is
+// ignored.
+func Probe(ctx context.Context, c Config) (Result, error) {
+	c.Command = []string{"/usr/bin/true"}
+	r, err := Execute(ctx, c)
+	if err == nil && r.ExitCode != 0 {
+		err = fmt.Errorf("vm: probe: /usr/bin/true exited %d", r.ExitCode)
+	}
+	return r, err
+}
+
+// Execute is Run with the details: which kernel and accelerator were used and
+// how long boot took.
+func Execute(ctx context.Context, c Config) (Result, error) {
+	res := Result{ExitCode: -1}
+	c, err := c.withDefaults()
+	if err != nil {
+		return res, err
+	}
+	lg := logger{c.Log}
+	t0 := time.Now()
+	qemu, err := exec.LookPath(c.Qemu)
+	if err != nil {
+		return res, fmt.Errorf("vm: %s not found (Debian package qemu-system-x86; scripts/setup.sh installs it): %w", c.Qemu, err)
+	}
+	k, err := EnsureKernel(ctx, c.CacheDir, c.Log)
+	if err != nil {
+		return res, fmt.Errorf("vm: %w", err)
+	}
+	res.Kernel = k
+	img, err := ensureBaseImage(ctx, k, c.CacheDir, c.Tools, lg)
+	if err != nil {
+		return res, fmt.Errorf("vm: %w", err)
+	}
+	res.Image = img.Hash
+	sweepDeadRunDirs()
+	tmp, err := os.MkdirTemp("", runDirPrefix+strconv.Itoa(os.Getpid())+"-")
+	if err != nil {
+		return res, fmt.Errorf("vm: %w", err)
+	}
+	defer os.RemoveAll(tmp)
+	initrd := filepath.Join(tmp, "initrd")
+	if err := writeInitrd(initrd, img.Path, c); err != nil {
+		return res, err
+	}
+	choice, err := chooseAccel(c)
+	if err != nil {
+		return res, err
+	}
+	res.Prepare = time.Since(t0)
+
+	b := &booter{c: c, qemu: qemu, kernel: k.BootImage(), initrd: initrd, dir: tmp, lg: lg}
+	accel, why := choice.accel, choice.why
+	// Every KVM boot is watched: KVM that worked yesterday can hang today (a
+	// nested-virtualisation setting changed), and watching costs a working KVM
+	// nothing.
+	lg.printf("qemu: %s (%s), %d CPUs, %d MiB", accel, why, c.CPUs, c.MemoryMiB)
+	out, err := b.boot(ctx, accel, accel == AccelKVM)
+	if out.noProgress != nil {
+		if !choice.fallback {
+			return res, fmt.Errorf("vm: accel kvm: %w", out.noProgress)
+		}
+		v := accelVerdict{Accel: AccelTCG, Reason: "kvm: " + out.noProgress.Error()}
+		if serr := saveVerdict(c.CacheDir, v); serr != nil {
+			lg.printf("cannot remember the accelerator verdict: %v", serr)
+		}
+		lg.printf("kvm: %v; falling back to tcg (remembered in %s)", out.noProgress, verdictPath(c.CacheDir))
+		accel = AccelTCG
+		lg.printf("qemu: %s, %d CPUs, %d MiB", accel, c.CPUs, c.MemoryMiB)
+		out, err = b.boot(ctx, accel, false)
+	} else if choice.probing && out.booted > 0 {
+		v := accelVerdict{Accel: AccelKVM, Reason: fmt.Sprintf("a guest reached /init %.1fs after qemu started", out.booted.Seconds())}
+		if serr := saveVerdict(c.CacheDir, v); serr != nil {
+			lg.printf("cannot remember the accelerator verdict: %v", serr)
+		}
+	}
+	res.Accel = accel
+	res.Booted, res.Started, res.Total = out.booted, out.started, out.total
+	if out.reported {
+		res.ExitCode = out.exitCode
+	}
+	if err != nil {
+		return res, err
+	}
+	lg.printf("command exited %d; VM ran %.1fs", res.ExitCode, out.total.Seconds())
+	return res, nil
+}
+
+// runDirPrefix names a run's temporary directory, followed by the runner's pid.
+const runDirPrefix = "svclab-vm-"
+
+// sweepDeadRunDirs removes the temporary directories of runners that died
+// without cleaning up (SIGKILL gives no chance to): each holds a 27 MB initrd.
+func sweepDeadRunDirs() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), runDirPrefix+"*-*"))
+	for _, d := range dirs {
+		pidText, _, _ := strings.Cut(strings.TrimPrefix(filepath.Base(d), runDirPrefix), "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 {
+			continue
+		}
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); errors.Is(err, os.ErrNotExist) {
+			os.RemoveAll(d)
+		}
+	}
+}
+
+// writeInitrd concatenates the cached base image and this run's archive. The
+// kernel unpacks concatenated cpio archives in order, later entries replacing
+// earlier ones.
+func writeInitrd(dst, base string, c Config) error {
+	rt, err := runTree(c)
+	if err != nil {
+		return err
+	}
+	out, err := os.Create(dst)
+	if err != nil {
+		return fmt.Errorf("vm: %w", err)
+	}
+	defer out.Close()
+	in, err := os.Open(base)
+	if err != nil {
+		return fmt.Errorf("vm: guest image: %w", err)
+	}
+	defer in.Close()
+	if _, err := io.Copy(out, in); err != nil {
+		return fmt.Errorf("vm: copy guest image: %w", err)
+	}
+	if err := rt.writeTo(out); err != nil {
+		return fmt.Errorf("vm: per-run archive: %w", err)
+	}
+	return out.Close()
+}
+
+// accelChoice is the accelerator a run starts with.
+type accelChoice struct {
+	accel string
+	why   string
+	// fallback: a KVM boot that makes no progress is retried with TCG (auto).
+	fallback bool
+	// probing: no verdict is cached yet; the first KVM boot makes one.
+	probing bool
+}
+
+func chooseAccel(c Config) (accelChoice, error) {
+	switch c.Accel {
+	case AccelTCG:
+		return accelChoice{accel: AccelTCG, why: "asked for"}, nil
+	case AccelKVM:
+		if err := kvmUsable(); err != nil {
+			return accelChoice{}, fmt.Errorf("vm: accel kvm: %w", err)
+		}
+		return accelChoice{accel: AccelKVM, why: "asked for"}, nil
+	}
+	if err := kvmUsable(); err != nil {
+		return accelChoice{accel: AccelTCG, why: err.Error()}, nil
+	}
+	if v, ok := loadVerdict(c.CacheDir); ok {
+		return accelChoice{accel: v.Accel, why: fmt.Sprintf("verdict in %s: %s", verdictPath(c.CacheDir), v.Reason), fallback: true}, nil
+	}
+	return accelChoice{accel: AccelKVM, why: "first try of /dev/kvm on this host kernel", fallback: true, probing: true}, nil
+}
+
+// booter runs qemu for one Config; boot may be called twice when KVM falls back.
+type booter struct {
+	c        Config
+	qemu     string
+	kernel   string
+	initrd   string
+	dir      string
+	lg       logger
+	deadline time.Time // set at the first qemu start
+}
+
+type bootOutcome struct {
+	exitCode int
+	reported bool
+	booted   time.Duration
+	started  time.Duration
+	total    time.Duration
+	// noProgress is set when a watched KVM boot was given up.
+	noProgress error
+}
+
+func (b *booter) boot(ctx context.Context, accel string, watch bool) (bootOutcome, error) {
+	out := bootOutcome{exitCode: -1}
+	sockets, listeners, err := listenPorts(b.dir)
+	if err != nil {
+		return out, fmt.Errorf("vm: guest port sockets: %w", err)
+	}
+	defer func() {
+		for _, l := range listeners {
+			l.Close()
+		}
+	}()
+	args := qemuArgs(accel, b.c.CPUs, b.c.MemoryMiB, b.kernel, b.initrd, kernelCmdline(watch), sockets)
+	firstLine := make(chan struct{})
+	if !watch {
+		firstLine = nil
+	}
+	start := time.Now()
+	if b.deadline.IsZero() {
+		b.deadline = start.Add(b.c.Timeout)
+	}
+	p, err := startQemu(b.qemu, args, b.c.Console, firstLine)
+	if err != nil {
+		return out, fmt.Errorf("vm: %w", err)
+	}
+
+	events := make(chan ctlEvent, 64)
+	var streams sync.WaitGroup
+	conns := make(chan net.Conn, len(guestPorts))
+	acceptPort := func(name string, handle func(net.Conn)) {
+		streams.Add(1)
+		go func() {
+			defer streams.Done()
+			conn, err := listeners[name].Accept()
+			if err != nil {
+				if name == "svclab.ctl" {
+					events <- ctlEvent{kind: "eof"}
+				}
+				return
+			}
+			conns <- conn
+			handle(conn)
+		}()
+	}
+	acceptPort("svclab.ctl", func(conn net.Conn) { readCtl(conn, b.c.OutDir, events) })
+	acceptPort("svclab.stdout", func(conn net.Conn) { copyTo(b.c.Stdout, conn) })
+	acceptPort("svclab.stderr", func(conn net.Conn) { copyTo(b.c.Stderr, conn) })
+
+	timeout := time.NewTimer(time.Until(b.deadline))
+	defer timeout.Stop()
+	var firstLineTimer, initTimer <-chan time.Time
+	if watch {
+		firstLineTimer = time.After(kvmFirstLineWithin)
+		initTimer = time.After(kvmInitWithin)
+	}
+	var (
+		stopErr  error // why the runner ended qemu, if it did
+		failMsg  string
+		outErr   error
+		finished bool // the guest reported its status and sent what it had to
+		grace    <-chan time.Time
+	)
+	handle := func(ev ctlEvent) {
+		switch ev.kind {
+		case "booted":
+			out.booted = time.Since(start)
+		case "start":
+			out.started = time.Since(start)
+			b.lg.printf("booted in %.1fs, command started at %.1fs", out.booted.Seconds(), out.started.Seconds())
+		case "exit":
+			if code, err := strconv.Atoi(ev.arg); err == nil {
+				out.exitCode, out.reported = code, true
+			}
+		case "done":
+			finished = true
+		case "outdone":
+			outErr, finished = ev.err, true
+		case "fail":
+			failMsg = ev.arg
+		}
+	}
+	sawFirstLine := false
+	ctxDone := ctx.Done()
+loop:
+	for {
+		select {
+		case <-p.exited:
+			break loop
+		case <-ctxDone:
+			ctxDone = nil
+			stopErr = fmt.Errorf("vm: stopped: %w", context.Cause(ctx))
+			p.kill()
+		case <-timeout.C:
+			stopErr = fmt.Errorf("%w after %s (qemu killed; the guest %s)", ErrTimeout, b.c.Timeout, progress(out))
+			p.kill()
+		case <-firstLine:
+			sawFirstLine = true
+			firstLine = nil
+		case <-firstLineTimer:
+			if !sawFirstLine && out.booted == 0 {
+				out.noProgress = fmt.Errorf("the guest kernel printed nothing within %s", kvmFirstLineWithin)
+				p.kill()
+			}
+		case <-initTimer:
+			if out.booted == 0 {
+				out.noProgress = fmt.Errorf("the guest did not reach /init within %s", kvmInitWithin)
+				p.kill()
+			}
+		case <-grace:
+			// Everything arrived but the guest did not power off: end it.
+			p.kill()
+		case ev := <-events:
+			handle(ev)
+			if finished && grace == nil {
+				grace = time.After(10 * time.Second)
+			}
+		}
+	}
+	out.total = time.Since(start)
+	p.kill() // no-op once exited; makes sure on every other path
+	<-p.exited
+	<-p.consoleDone
+	for _, l := range listeners {
+		l.Close()
+	}
+	// qemu is gone, so every port stream ends at EOF once its buffered bytes are
+	// read; the bound only guards against a stuck writer.
+	streamsDone := make(chan struct{})
+	go func() { streams.Wait(); close(streamsDone) }()
+	drain := time.NewTimer(5 * time.Second)
+	select {
+	case <-streamsDone:
+	case <-drain.C:
+	closeAll:
+		for {
+			select {
+			case conn := <-conns:
+				conn.Close()
+			default:
+				break closeAll
+			}
+		}
+		<-streamsDone
+	}
+	drain.Stop()
+	// Late ctl events (the exit line read after qemu ended) still count.
+	for len(events) > 0 {
+		handle(<-events)
+	}
+
+	switch {
+	case out.noProgress != nil:
+		return out, nil
+	case stopErr != nil:
+		return out, stopErr
+	case failMsg != "":
+		return out, fmt.Errorf("vm: guest /init failed: %s\nconsole:\n%s", failMsg, p.console.lastLines(20))
+	case !out.reported:
+		return out, fmt.Errorf("vm: the guest ended before reporting the command's exit status (qemu: %v; the guest %s)\nqemu stderr:\n%s\nconsole:\n%s",
+			p.waitErr, progress(out), p.stderr.lastLines(10), p.console.lastLines(30))
+	case outErr != nil:
+		return out, fmt.Errorf("vm: copy guest /out to %s: %w", b.c.OutDir, outErr)
+	case b.c.OutDir != "" && !finished:
+		return out, fmt.Errorf("vm: the guest ended before sending /out to %s", b.c.OutDir)
+	}
+	return out, nil
+}
+
+func progress(o bootOutcome) string {
+	switch {
+	case o.reported:
+		return "had reported the command's exit status"
+	case o.started > 0:
+		return fmt.Sprintf("had been running the command since %.1fs", o.started.Seconds())
+	case o.booted > 0:
+		return fmt.Sprintf("had reached /init at %.1fs but not started the command", o.booted.Seconds())
+	default:
+		return "had not reached /init"
+	}
+}
+
+func copyTo(w io.Writer, conn net.Conn) {
+	if w == nil {
+		w = io.Discard
+	}
+	io.Copy(w, conn)
+}

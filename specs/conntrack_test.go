@@ -1,0 +1,212 @@
+package specs
+
+import (
+	"net"
+	"net/netip"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// ctLab: two backends for a TCP and a UDP Service, both on node-2, and a client pod
+// on node-1, so every flow is translated on node-1 and crosses to node-2.
+const ctLab = `
+name: ct
+clusterCIDR: 10.244.0.0/16
+serviceCIDR: 10.96.0.0/12
+nodes:
+  - {name: node-1, ip: 192.168.1.10, podCIDR: 10.244.1.0/24}
+  - {name: node-2, ip: 192.168.1.11, podCIDR: 10.244.2.0/24}
+pods:
+  - name: web-1
+    node: node-2
+    ip: 10.244.2.10
+    labels: {app: web}
+    ports: [{containerPort: 8080}, {containerPort: 5353, protocol: UDP}]
+  - name: web-2
+    node: node-2
+    ip: 10.244.2.11
+    labels: {app: web}
+    ports: [{containerPort: 8080}, {containerPort: 5353, protocol: UDP}]
+  - {name: client, node: node-1, ip: 10.244.1.5}
+services:
+  - apiVersion: v1
+    kind: Service
+    metadata: {name: web}
+    spec:
+      clusterIP: 10.96.0.10
+      selector: {app: web}
+      ports:
+        - {name: http, port: 80, targetPort: 8080}
+        - {name: dns, port: 53, targetPort: 5353, protocol: UDP}
+`
+
+// conntrackEntries reads a lab member's conntrack table over netlink.
+func conntrackEntries(l *lab.Lab, member string) []*netlink.ConntrackFlow {
+	h, err := netns.GetFromPath(namespaces.Path(netnsOf(l, member)))
+	Expect(err).NotTo(HaveOccurred())
+	defer h.Close()
+	nl, err := netlink.NewHandleAt(h)
+	Expect(err).NotTo(HaveOccurred())
+	defer nl.Close()
+	flows, err := nl.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	Expect(err).NotTo(HaveOccurred())
+	return flows
+}
+
+// entryFor finds the conntrack entry of the flow leaving from src.
+func entryFor(flows []*netlink.ConntrackFlow, proto uint8, src netip.AddrPort) *netlink.ConntrackFlow {
+	for _, f := range flows {
+		if f.Forward.Protocol == proto && f.Forward.SrcPort == src.Port() && f.Forward.SrcIP.Equal(net.IP(src.Addr().AsSlice())) {
+			return f
+		}
+	}
+	return nil
+}
+
+// notReady takes a pod out of its Services the way a failing readiness probe does:
+// the pod and its connections stay up.
+func notReady(l *lab.Lab, pod string) {
+	ExpectWithOffset(1, l.UpdatePod(ctx(), "default/"+pod, func(p *topology.Pod) { p.Ready = false })).To(Succeed())
+}
+
+var _ = Describe("Conntrack", func() {
+	for _, m := range modes {
+		Context(m.label, Label(m.label, "conntrack"), func() {
+			var l *lab.Lab
+			BeforeEach(func() {
+				l = upLab(parse("ct.yaml", ctLab), m.options())
+			})
+			dumpOnFailure(&l)
+
+			It("answers from the ClusterIP (reverse NAT), with the entry on the client's node showing both sides", func() {
+				c, err := traffic.Open(dial(l, "client", "TCP", "10.96.0.10:80", 2*time.Second))
+				Expect(err).NotTo(HaveOccurred())
+				defer c.Close()
+				r, err := c.Ask()
+				Expect(err).NotTo(HaveOccurred())
+				// The socket is connected to the ClusterIP: the kernel accepted the
+				// SYN-ACK only because conntrack rewrote its source back to it.
+				Expect(c.Remote()).To(Equal(netip.MustParseAddrPort("10.96.0.10:80")))
+				e := entryFor(conntrackEntries(l, "node-1"), unix.IPPROTO_TCP, c.Local())
+				Expect(e).NotTo(BeNil(), "an entry for %s on node-1", c.Local())
+				Expect(e.Forward.DstIP.String()).To(Equal("10.96.0.10"))
+				Expect(e.Forward.DstPort).To(BeEquivalentTo(80))
+				Expect(e.Reverse.SrcIP.String()).To(Equal(r.Addr.Addr().String()))
+				Expect(e.Reverse.SrcPort).To(BeEquivalentTo(8080))
+				Expect(e.Reverse.DstIP.String()).To(Equal("10.244.1.5"), "a pod's flow is not masqueraded")
+			})
+
+			It("keeps an established TCP connection on its endpoint after the endpoint leaves the Service, while new connections avoid it", func() {
+				c, err := traffic.Open(dial(l, "client", "TCP", "10.96.0.10:80", 2*time.Second))
+				Expect(err).NotTo(HaveOccurred())
+				defer c.Close()
+				r, err := c.Ask()
+				Expect(err).NotTo(HaveOccurred())
+				old := r.Pod
+				notReady(l, old)
+				for i := 0; i < 5; i++ {
+					r, err := c.Ask()
+					Expect(err).NotTo(HaveOccurred())
+					Expect(r.Pod).To(Equal(old), "the conntrack entry still maps the flow to %s", old)
+				}
+				for i := 0; i < 20; i++ {
+					r, err := ask(l, "client", "10.96.0.10:80")
+					Expect(err).NotTo(HaveOccurred())
+					Expect(r.Pod).NotTo(Equal(old))
+				}
+			})
+
+			It("times out an established connection once its backend pod is deleted: nothing answers, no reset", func() {
+				c, err := traffic.Open(dial(l, "client", "TCP", "10.96.0.10:80", 2*time.Second))
+				Expect(err).NotTo(HaveOccurred())
+				defer c.Close()
+				r, err := c.Ask()
+				Expect(err).NotTo(HaveOccurred())
+				Expect(l.DeletePod(ctx(), "default/"+r.Pod, false)).To(Succeed())
+				// The entry still sends the flow to the old pod address, where no
+				// interface is left to answer or to reset.
+				_, err = c.Ask()
+				Expect(traffic.Classify(err)).To(Equal(traffic.Timeout), "%v", err)
+			})
+
+			It("tells a graceful pod deletion apart: the server closes, the client reads end of stream", func() {
+				c, err := traffic.Open(dial(l, "client", "TCP", "10.96.0.10:80", 2*time.Second))
+				Expect(err).NotTo(HaveOccurred())
+				defer c.Close()
+				r, err := c.Ask()
+				Expect(err).NotTo(HaveOccurred())
+				Expect(l.DeletePod(ctx(), "default/"+r.Pod, true)).To(Succeed())
+				_, err = c.Ask()
+				Expect(traffic.Classify(err)).To(Equal(traffic.Reset), "%v", err)
+			})
+
+			It("moves a UDP flow off a removed endpoint at once: kube-proxy deletes its conntrack entries", func() {
+				d := dial(l, "client", "UDP", "10.96.0.10:53", time.Second)
+				d.SrcPort = 41000
+				r, err := traffic.Request(d)
+				Expect(err).NotTo(HaveOccurred())
+				old := r.Pod
+				notReady(l, old)
+				r, err = traffic.Request(d)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(r.Pod).NotTo(Equal(old))
+			})
+		})
+
+		Context(m.label+" without conntrack cleanup", Label(m.label, "conntrack"), func() {
+			var l *lab.Lab
+			BeforeEach(func() {
+				o := m.options()
+				o.Proxy.NoConntrackCleanup = true
+				l = upLab(parse("ct.yaml", ctLab), o)
+			})
+			dumpOnFailure(&l)
+
+			It("keeps sending a UDP flow to a removed endpoint until its conntrack entries are deleted", func() {
+				d := dial(l, "client", "UDP", "10.96.0.10:53", time.Second)
+				d.SrcPort = 41000
+				r, err := traffic.Request(d)
+				Expect(err).NotTo(HaveOccurred())
+				old, oldIP := r.Pod, r.Addr.Addr()
+				notReady(l, old)
+				for i := 0; i < 5; i++ {
+					r, err := traffic.Request(d)
+					Expect(err).NotTo(HaveOccurred())
+					Expect(r.Pod).To(Equal(old), "the stale entry keeps the flow on %s (kubernetes#48370)", old)
+				}
+				deleted := deleteConntrack(l, "node-1", unix.IPPROTO_UDP, oldIP)
+				Expect(deleted).To(BeNumerically(">", 0))
+				r, err = traffic.Request(d)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(r.Pod).NotTo(Equal(old))
+			})
+		})
+	}
+})
+
+// deleteConntrack deletes a member's conntrack entries whose replies come from ip,
+// as kube-proxy does for a removed UDP endpoint, and returns how many went.
+func deleteConntrack(l *lab.Lab, member string, proto uint8, ip netip.Addr) uint {
+	h, err := netns.GetFromPath(namespaces.Path(netnsOf(l, member)))
+	Expect(err).NotTo(HaveOccurred())
+	defer h.Close()
+	nl, err := netlink.NewHandleAt(h)
+	Expect(err).NotTo(HaveOccurred())
+	defer nl.Close()
+	f := &netlink.ConntrackFilter{}
+	Expect(f.AddProtocol(proto)).To(Succeed())
+	Expect(f.AddIP(netlink.ConntrackReplySrcIP, net.IP(ip.AsSlice()))).To(Succeed())
+	n, err := nl.ConntrackDeleteFilters(netlink.ConntrackTable, unix.AF_INET, f)
+	Expect(err).NotTo(HaveOccurred())
+	return n
+}
