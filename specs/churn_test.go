@@ -91,7 +91,7 @@ var _ = Describe("Endpoint churn under load", func() {
 	for _, m := range modes {
 		methods := []string{""}
 		if m.name == "iptables" {
-			methods = []string{"full", "partial", "per-rule"}
+			methods = []string{"full", "partial", "changed", "per-rule"}
 		}
 		for _, method := range methods {
 			label := m.label

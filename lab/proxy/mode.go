@@ -35,9 +35,12 @@ type Target struct {
 type Options struct {
 	// Backend is the iptables backend: "nft" (default) or "legacy".
 	Backend string
-	// Apply is how iptables rules reach the kernel: "partial" (default; kube-proxy
-	// since 1.28 rewrites only changed chains), "full" (one iptables-restore of every
-	// chain, kube-proxy before 1.28) or "per-rule" (one iptables call per rule).
+	// Apply is how iptables rules reach the kernel, each an iptables-restore
+	// --noflush except per-rule: "partial" (the default from 1.27: kube-proxy's
+	// partial sync, rewriting the top-level chains and only the per-Service chains
+	// of Services that changed), "full" (every chain, as kube-proxy did before),
+	// "changed" (only chains whose rules differ) or "per-rule" (the naive way: one
+	// iptables call per rule).
 	Apply string
 	// Scheduler is the IPVS scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq.
 	Scheduler string

@@ -70,9 +70,11 @@ func protocolOf(p corev1.Protocol) corev1.Protocol {
 }
 
 // endpointsFor collects the endpoints of one Service port from every slice of the
-// Service, de-duplicated by address as kube-proxy's endpoint slice cache does.
+// Service as kube-proxy's endpoint slice cache does: the first address of each
+// endpoint only, one endpoint per address (a ready one wins over a terminating
+// one), sorted by "ip:port" text.
 func endpointsFor(svc *corev1.Service, port corev1.ServicePort, slices []discoveryv1.EndpointSlice) []Endpoint {
-	seen := map[netip.AddrPort]bool{}
+	seen := map[netip.AddrPort]int{}
 	var eps []Endpoint
 	for i := range slices {
 		s := &slices[i]
@@ -84,32 +86,32 @@ func endpointsFor(svc *corev1.Service, port corev1.ServicePort, slices []discove
 				continue
 			}
 			for _, e := range s.Endpoints {
-				for _, a := range e.Addresses {
-					ip, err := netip.ParseAddr(a)
-					if err != nil {
-						continue
-					}
-					ap := netip.AddrPortFrom(ip, uint16(*sp.Port))
-					if seen[ap] {
-						continue
-					}
-					seen[ap] = true
-					eps = append(eps, endpointOf(ip, int(*sp.Port), e))
+				if len(e.Addresses) == 0 {
+					continue
 				}
+				ip, err := netip.ParseAddr(e.Addresses[0])
+				if err != nil {
+					continue
+				}
+				ep := endpointOf(ip, int(*sp.Port), e)
+				ap := netip.AddrPortFrom(ip, uint16(*sp.Port))
+				if i, dup := seen[ap]; dup {
+					if eps[i].Terminating && !ep.Terminating {
+						eps[i] = ep
+					}
+					continue
+				}
+				seen[ap] = len(eps)
+				eps = append(eps, ep)
 			}
 		}
 	}
-	sort.Slice(eps, func(i, j int) bool {
-		if c := eps[i].IP.Compare(eps[j].IP); c != 0 {
-			return c < 0
-		}
-		return eps[i].Port < eps[j].Port
-	})
+	sort.Slice(eps, func(i, j int) bool { return eps[i].String() < eps[j].String() })
 	return eps
 }
 
-// endpointOf applies the EndpointSlice API's condition defaults: a nil ready or
-// serving means true, a nil terminating means false.
+// endpointOf reads the conditions as kube-proxy does: a nil ready or serving means
+// true, a nil terminating means false.
 func endpointOf(ip netip.Addr, port int, e discoveryv1.Endpoint) Endpoint {
 	ep := Endpoint{IP: ip, Port: port, Ready: true, Serving: true}
 	if c := e.Conditions; c.Ready != nil {
@@ -117,8 +119,6 @@ func endpointOf(ip netip.Addr, port int, e discoveryv1.Endpoint) Endpoint {
 	}
 	if c := e.Conditions; c.Serving != nil {
 		ep.Serving = *c.Serving
-	} else {
-		ep.Serving = ep.Ready
 	}
 	if c := e.Conditions; c.Terminating != nil {
 		ep.Terminating = *c.Terminating

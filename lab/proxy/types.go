@@ -51,13 +51,21 @@ type ServicePort struct {
 	Endpoints []Endpoint
 }
 
-// UsesLocalEndpoints tells whether some traffic policy of the port is Local.
-func (sp *ServicePort) UsesLocalEndpoints() bool { return sp.ExternalLocal || sp.InternalLocal }
+// ExternallyAccessible tells whether the port takes traffic from outside the
+// cluster (svclab supports NodePorts only: no external or load-balancer IPs).
+func (sp *ServicePort) ExternallyAccessible() bool { return sp.NodePort != 0 }
+
+// UsesLocalEndpoints tells whether some traffic to the port goes to this node's
+// endpoints only, as kube-proxy's BaseServicePortInfo decides.
+func (sp *ServicePort) UsesLocalEndpoints() bool {
+	return sp.InternalLocal || (sp.ExternalLocal && sp.ExternallyAccessible())
+}
 
 // UsesClusterEndpoints tells whether some traffic to the port goes to endpoints on
-// every node.
+// every node. A port that takes external traffic needs them even with policy
+// Local: pods' traffic to its NodePort is short-circuited to the cluster chain.
 func (sp *ServicePort) UsesClusterEndpoints() bool {
-	return !sp.InternalLocal || (sp.NodePort != 0 && !sp.ExternalLocal)
+	return !sp.InternalLocal || sp.ExternallyAccessible()
 }
 
 // Endpoint is one address:port behind a ServicePort, with the EndpointSlice

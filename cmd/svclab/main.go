@@ -1,0 +1,67 @@
+// Command svclab builds fake Kubernetes clusters out of network namespaces, installs
+// kube-proxy's rules into them for real, and checks Service behaviour with real
+// traffic. `svclab --help` lists the commands.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/lab"
+	_ "github.com/svclab/svclab/lab/proxy/iptables" // registers mode "iptables"
+	"github.com/svclab/svclab/lab/topology"
+)
+
+// Exit codes: 1 when checks ran and failed, 2 when the command could not run at all
+// (bad input, missing privileges or kernel features).
+const (
+	exitFailed = 1
+	exitUsage  = 2
+)
+
+// usageError marks errors that exit 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usage(err error) error {
+	if err == nil {
+		return nil
+	}
+	return usageError{err}
+}
+
+func main() {
+	root := &cobra.Command{
+		Use:   "svclab",
+		Short: "Prove how Kubernetes Services behave in the Linux kernel",
+		Long: `svclab builds fake nodes, pods and outside clients as network namespaces joined by
+veth pairs, installs kube-proxy's rules into the nodes for real, and drives real TCP
+and UDP traffic through them. Topologies are YAML files (see topologies/); without -f
+the built-in web.yaml is used.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
+		newRulesCommand(), newVerifyCommand(), newVMCommand())
+	err := root.Execute()
+	if err == nil {
+		return
+	}
+	var code exitCode
+	if errors.As(err, &code) {
+		os.Exit(int(code))
+	}
+	fmt.Fprintln(os.Stderr, "svclab:", err)
+	var ue usageError
+	var te topology.ErrorList
+	switch {
+	case errors.As(err, &ue), errors.Is(err, lab.ErrPrivileges), errors.As(err, &te):
+		os.Exit(exitUsage)
+	}
+	os.Exit(exitFailed)
+}

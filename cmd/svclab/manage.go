@@ -1,0 +1,156 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/vishvananda/netns"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/namespaces"
+)
+
+func newDownCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "down LAB",
+		Short: "Tear a lab down (LAB is its ID, or its name if only one lab has it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(_ *cobra.Command, args []string) error {
+			if err := lab.CheckPrivileges(); err != nil {
+				return err
+			}
+			r, err := lab.Find(lab.DefaultRecordDir, args[0])
+			if err != nil {
+				return usage(err)
+			}
+			if err := stopOwner(r); err != nil {
+				return err
+			}
+			fmt.Printf("Lab %s is down.\n", r.ID)
+			return nil
+		},
+	}
+}
+
+// stopOwner asks the lab's owner to tear it down and waits; a lab whose owner is
+// gone is cleaned here.
+func stopOwner(r *lab.Record) error {
+	if r.Owner.Alive() {
+		r.Owner.Signal(syscall.SIGTERM)
+		deadline := time.Now().Add(30 * time.Second)
+		for r.Owner.Alive() && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+		if r.Owner.Alive() {
+			return fmt.Errorf("lab %s: its process %d did not stop within 30 s; `svclab clean --all` forces it", r.ID, r.Owner.PID)
+		}
+	}
+	// The owner removes its lab when it stops; if it died first, this does.
+	_, err := lab.Remove(lab.DefaultRecordDir, r)
+	return err
+}
+
+func newLsCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "ls",
+		Short: "List labs",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			recs, err := lab.Records(lab.DefaultRecordDir)
+			if err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "LAB\tNAME\tMODE\tMEMBERS\tOWNER\tAGE\tSOURCE")
+			for _, r := range recs {
+				state := fmt.Sprintf("%d running", r.Owner.PID)
+				if !r.Owner.Alive() {
+					state = "gone (svclab clean removes it)"
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.ID, r.Name, r.Mode, len(r.Members)-1, state,
+					time.Since(r.Created).Round(time.Second), r.Source)
+			}
+			return tw.Flush()
+		},
+	}
+}
+
+func newCleanCommand() *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "clean",
+		Short: "Remove what killed labs left behind (every svclab namespace no running lab owns)",
+		Args:  cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			rep, err := lab.Clean(lab.DefaultRecordDir, all)
+			for _, id := range rep.Labs {
+				fmt.Printf("removed lab %s\n", id)
+			}
+			fmt.Printf("removed %d namespace(s)\n", len(rep.Namespaces))
+			for _, id := range rep.Running {
+				fmt.Printf("left lab %s running (svclab down %s, or clean --all)\n", id, id)
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "also stop running labs")
+	return cmd
+}
+
+func newExecCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "exec LAB MEMBER -- COMMAND [ARGS...]",
+		Short: "Run a command inside a lab member's network namespace",
+		Example: `  svclab exec web node-1 -- iptables-save -t nat
+  svclab exec web client -- curl -s 10.96.123.45
+  svclab exec web node-1 -- conntrack -L`,
+		Args: cobra.MinimumNArgs(3),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.ArgsLenAtDash() != 2 {
+				return usage(errors.New("usage: svclab exec LAB MEMBER -- COMMAND [ARGS...]"))
+			}
+			if err := lab.CheckPrivileges(); err != nil {
+				return err
+			}
+			r, err := lab.Find(lab.DefaultRecordDir, args[0])
+			if err != nil {
+				return usage(err)
+			}
+			m, ok := r.Member(args[1])
+			if !ok {
+				var names []string
+				for _, m := range r.Members {
+					names = append(names, m.Name)
+				}
+				return usage(fmt.Errorf("lab %s has no member %q (members: %s)", r.ID, args[1], strings.Join(names, ", ")))
+			}
+			return execIn(m.NetNS, args[2:])
+		},
+	}
+}
+
+// execIn replaces this process with argv running in the namespace: the calling
+// thread enters it and execve keeps that thread's namespace.
+func execIn(ns string, argv []string) error {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return usage(err)
+	}
+	runtime.LockOSThread()
+	h, err := netns.GetFromPath(namespaces.Path(ns))
+	if err != nil {
+		return fmt.Errorf("netns %s: %w", ns, err)
+	}
+	if err := netns.Set(h); err != nil {
+		return fmt.Errorf("netns %s: enter: %w", ns, err)
+	}
+	return syscall.Exec(path, argv, os.Environ())
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
+)
+
+// printLab tells a person what is running and how to get in.
+func printLab(w io.Writer, l *lab.Lab, background bool) {
+	mode := l.Mode()
+	if mode == "" {
+		mode = "none"
+	}
+	fmt.Fprintf(w, "Lab %s is up (mode %s, kube-proxy %s).\n\n", l.ID, mode, l.Cluster().Version)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tKIND\tADDRESS\tNODE\tNETNS")
+	var pod, node string
+	for _, m := range l.Members() {
+		if m.Kind == lab.KindFabric {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Name, m.Kind, m.IP, m.Node, m.NetNS)
+		if m.Kind == lab.KindPod && pod == "" {
+			pod = m.Name
+		}
+		if m.Kind == lab.KindNode && node == "" {
+			node = m.Name
+		}
+	}
+	tw.Flush()
+	ports := l.ServicePorts()
+	if len(ports) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SERVICE\tCLUSTER-IP\tPORT\tNODE-PORT\tENDPOINTS")
+		for _, sp := range ports {
+			np := "-"
+			if sp.NodePort != 0 {
+				np = fmt.Sprint(sp.NodePort)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%s\t%s\n", sp.Name.String(proxy.DefaultVersion), sp.ClusterIP, sp.Port, sp.Protocol, np, endpointList(sp.Endpoints))
+		}
+		tw.Flush()
+	}
+	ref := l.ID
+	fmt.Fprintln(w)
+	if node != "" {
+		fmt.Fprintf(w, "Look inside:   svclab exec %s %s -- iptables-save\n", ref, node)
+	}
+	if pod != "" && len(ports) > 0 {
+		sp := ports[0]
+		fmt.Fprintf(w, "Send traffic:  svclab exec %s %s -- curl -s %s\n", ref, pod, netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)))
+	}
+	if background {
+		fmt.Fprintf(w, "Tear down:     svclab down %s\n", ref)
+	}
+}
+
+func endpointList(eps []proxy.Endpoint) string {
+	if len(eps) == 0 {
+		return "<none>"
+	}
+	s := make([]string, 0, len(eps))
+	for _, e := range eps {
+		flag := ""
+		switch {
+		case e.Terminating:
+			flag = " (terminating)"
+		case !e.Ready:
+			flag = " (not ready)"
+		}
+		s = append(s, e.String()+flag)
+	}
+	return strings.Join(s, ", ")
+}

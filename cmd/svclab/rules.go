@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
+)
+
+func newRulesCommand() *cobra.Command {
+	var (
+		f    labFlags
+		node string
+	)
+	cmd := &cobra.Command{
+		Use:   "rules [-f FILE] [--node NODE] [--mode MODE]",
+		Short: "Print what a mode would install on a node, without root",
+		Long: `Print the rules the proxy mode would install on NODE (every node when --node is not
+given): iptables-restore input for iptables mode, ipvsadm -Ln style virtual servers plus
+ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`,
+		Example: `  svclab rules -f topologies/httpd.yaml --node node1 --kube-proxy-version 1.18`,
+		Args:    cobra.NoArgs,
+		RunE: func(*cobra.Command, []string) error {
+			t, err := loadTopology(f.file)
+			if err != nil {
+				return err
+			}
+			o := f.options()
+			mode, err := proxy.Lookup(o.Mode)
+			if err != nil {
+				return usage(err)
+			}
+			cluster, err := lab.ClusterOf(t, o)
+			if err != nil {
+				return usage(err)
+			}
+			ports := proxy.FromObjects(t.Services, t.EndpointSlices())
+			found := false
+			for _, n := range t.Nodes {
+				if node != "" && n.Name != node {
+					continue
+				}
+				found = true
+				target := proxy.Target{Node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, Cluster: cluster}
+				text, err := mode.Render(target, o.Proxy, ports)
+				if err != nil {
+					return usage(fmt.Errorf("node %s: %w", n.Name, err))
+				}
+				if node == "" {
+					fmt.Printf("# node %s (%s)\n", n.Name, n.IP)
+				}
+				os.Stdout.WriteString(text)
+			}
+			if !found {
+				return usage(fmt.Errorf("%s: no node %q", t.Source, node))
+			}
+			return nil
+		},
+	}
+	f.register(cmd.Flags(), "iptables")
+	cmd.Flags().StringVar(&node, "node", "", "the node whose rules to print (default: every node)")
+	return cmd
+}

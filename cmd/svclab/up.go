@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/topology"
+)
+
+// readyLine starts what the process owning a lab sends its parent once the lab is up.
+const readyLine = "ready"
+
+func newUpCommand() *cobra.Command {
+	var (
+		f          labFlags
+		foreground bool
+		readyFD    int
+		runID      string
+	)
+	cmd := &cobra.Command{
+		Use:   "up [-f FILE]",
+		Short: "Build a lab and leave it running",
+		Long: `Build the lab: namespaces, links, routes, the proxy mode's rules on every node, and a
+server on every declared pod port. The lab keeps running after up returns: one
+background svclab process per lab serves the pods until 'svclab down LAB'.
+With --foreground, up stays attached and Ctrl-C tears the lab down.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			t, err := loadTopology(f.file)
+			if err != nil {
+				return err
+			}
+			if err := lab.CheckPrivileges(); err != nil {
+				return err
+			}
+			if foreground {
+				return runLab(t, f, runID, readyFD)
+			}
+			return startLab(t, f)
+		},
+	}
+	f.register(cmd.Flags(), "iptables")
+	cmd.Flags().BoolVar(&foreground, "foreground", false, "stay attached; Ctrl-C tears the lab down")
+	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "")
+	cmd.Flags().StringVar(&runID, "run-id", "", "")
+	cmd.Flags().MarkHidden("ready-fd")
+	cmd.Flags().MarkHidden("run-id")
+	return cmd
+}
+
+// runLab builds the lab in this process and holds it until SIGINT or SIGTERM.
+func runLab(t *topology.Topology, f labFlags, runID string, readyFD int) error {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	opts := f.options()
+	opts.RunID = runID
+	opts.Log = os.Stderr
+	var ready io.WriteCloser = os.Stdout
+	if readyFD > 0 {
+		ready = os.NewFile(uintptr(readyFD), "ready")
+	}
+	l, err := lab.Up(ctx, t, opts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted while building the lab; everything it created is removed")
+		}
+		return err
+	}
+	if readyFD > 0 {
+		fmt.Fprintln(ready, readyLine)
+	}
+	printLab(ready, l, readyFD > 0)
+	if readyFD > 0 {
+		ready.Close()
+	} else {
+		fmt.Println("Ctrl-C tears it down.")
+	}
+	<-ctx.Done()
+	return l.Down()
+}
+
+// startLab starts a background svclab that owns the lab, waits until the lab is up,
+// relays what it printed, and returns. Ctrl-C while waiting stops the builder,
+// which removes everything it created.
+func startLab(t *topology.Topology, f labFlags) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	runID := lab.NewRunID()
+	if err := os.MkdirAll(lab.DefaultRecordDir, 0o755); err != nil {
+		return err
+	}
+	logPath := filepath.Join(lab.DefaultRecordDir, t.Name+"-"+runID+".log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	args := append([]string{"up", "--foreground", "--ready-fd", "3", "--run-id", runID}, f.args()...)
+	child := exec.Command(self, args...)
+	child.Stdout, child.Stderr = logFile, logFile
+	child.ExtraFiles = []*os.File{w}
+	// A session of its own: the terminal's Ctrl-C reaches this process only, which
+	// then stops the child in order.
+	child.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	if err := child.Start(); err != nil {
+		return err
+	}
+	w.Close()
+	msg := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		msg <- string(b)
+	}()
+	select {
+	case out := <-msg:
+		if rest, ok := strings.CutPrefix(out, readyLine+"\n"); ok {
+			fmt.Print(rest)
+			fmt.Printf("Log: %s\n", logPath)
+			return child.Process.Release()
+		}
+		child.Wait()
+		return fmt.Errorf("the lab did not come up:\n%s", tail(logPath, 20))
+	case <-sigs:
+		child.Process.Signal(syscall.SIGTERM)
+		child.Wait()
+		os.Remove(logPath)
+		return errors.New("interrupted; the lab was torn down and nothing is left behind")
+	}
+}
+
+func tail(path string, n int) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if len(lines) > n {
+			lines = lines[1:]
+		}
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,266 @@
+package iptables
+
+import (
+	"strconv"
+
+	"github.com/svclab/svclab/lab/proxy"
+)
+
+// generateCurrent writes the layout kube-proxy has used since 1.24: KUBE-SVC- (policy
+// Cluster), KUBE-SVL- (policy Local) and KUBE-EXT- (external traffic) per port,
+// KUBE-SEP- per endpoint; the masquerade rule of a ClusterIP sits in its policy
+// chain. It follows syncProxyRules of kube-proxy 1.37.
+func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
+	v := c.Version
+	b := newBuilder()
+	large := totalEndpoints(ports, false) > largeClusterEndpoints
+	nfacct := c.NFAcct && v.AtLeast(1, 31)
+
+	for _, ch := range []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL"} {
+		b.declare("filter", ch, "")
+	}
+	for _, ch := range []string{"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ"} {
+		b.declare("nat", ch, "")
+	}
+	writeMasqueradeChains(b)
+	if v.AtLeast(1, 27) {
+		// NodePorts answer on 127.0.0.1 (iptables.localhostNodePorts, on by default,
+		// with nodePortAddresses unset), which takes route_localnet=1. That lets
+		// packets from elsewhere addressed to 127.0.0.0/8 in; this rule, the
+		// kubelet's before 1.27, drops them unless they belong to a DNATed flow.
+		b.declare("filter", "KUBE-FIREWALL", "")
+		b.add("filter", "KUBE-FIREWALL", "-m", "comment", "--comment", "block incoming localnet connections",
+			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8",
+			"-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
+	}
+
+	for i := range ports {
+		writePortCurrent(b, c, &ports[i], large, nfacct)
+	}
+
+	// Last: everything addressed to one of the node's own addresses (127.0.0.1
+	// included, as localhost NodePorts are on) goes on to the NodePorts.
+	b.add("nat", "KUBE-SERVICES", "-m", "comment", "--comment", "kubernetes service nodeports; NOTE: this must be the last rule in this chain",
+		"-m", "addrtype", "--dst-type", "LOCAL", "-j", "KUBE-NODEPORTS")
+
+	if !(v.AtLeast(1, 29) && c.ConntrackTCPLiberal) {
+		// Packets conntrack calls INVALID (an out-of-window TCP segment, say) would
+		// skip the DNAT and reach the wrong host, which answers with a RST that
+		// kills the real connection (kubernetes#74839).
+		rule := []string{"-m", "conntrack", "--ctstate", "INVALID"}
+		if nfacct {
+			rule = append(rule, "-m", "nfacct", "--nfacct-name", nfacctInvalidDropped)
+		}
+		b.add("filter", "KUBE-FORWARD", append(rule, "-j", "DROP")...)
+	}
+	b.add("filter", "KUBE-FORWARD", "-m", "comment", "--comment", "kubernetes forwarding rules",
+		"-m", "mark", "--mark", masqueradeMark+"/"+masqueradeMark, "-j", "ACCEPT")
+	b.add("filter", "KUBE-FORWARD", "-m", "comment", "--comment", "kubernetes forwarding conntrack rule",
+		"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
+
+	return b.ruleset(v, setupCurrent(v), large)
+}
+
+// writeMasqueradeChains writes KUBE-POSTROUTING and KUBE-MARK-MASQ: a packet that
+// some rule marked is masqueraded on its way out, once.
+func writeMasqueradeChains(b *builder) {
+	b.add("nat", "KUBE-POSTROUTING", "-m", "mark", "!", "--mark", masqueradeMark+"/"+masqueradeMark, "-j", "RETURN")
+	// Clear the mark so a packet that goes through the stack again (a bridge, a
+	// tunnel) is not masqueraded twice.
+	b.add("nat", "KUBE-POSTROUTING", "-j", "MARK", "--xor-mark", masqueradeMark)
+	b.add("nat", "KUBE-POSTROUTING", "-m", "comment", "--comment", "kubernetes service traffic requiring SNAT",
+		"-j", "MASQUERADE", "--random-fully")
+	b.add("nat", "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", masqueradeMark)
+}
+
+// Traffic policies as kube-proxy's ServicePort reads them. svclab models no
+// external IPs or load-balancer addresses, so a port is reachable from outside
+// exactly when it has a NodePort.
+func externallyAccessible(sp *proxy.ServicePort) bool { return sp.NodePort != 0 }
+func externalPolicyLocal(sp *proxy.ServicePort) bool {
+	return sp.ExternalLocal && externallyAccessible(sp)
+}
+
+// categorize is proxy.Categorize with the port's use of Cluster and Local endpoints
+// as kube-proxy decides it: Cluster endpoints whenever internalTrafficPolicy is
+// Cluster or the port is reachable from outside (the external Local chain
+// short-circuits pod and node traffic to them), Local ones whenever some policy is
+// Local. proxy.ServicePort's UsesClusterEndpoints answers false for a NodePort with
+// both policies Local, where kube-proxy answers true; the copy handed to
+// Categorize is adjusted so its answers are kube-proxy's.
+func categorize(sp *proxy.ServicePort, node string) proxy.Categorized {
+	c := *sp
+	c.ExternalLocal = !sp.InternalLocal && externalPolicyLocal(sp)
+	return proxy.Categorize(&c, node)
+}
+
+func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct bool) {
+	v := c.Version
+	n := namesOf(sp, v)
+	svc := sp.Name.NamespacedName()
+	proto := n.protocol
+	port := strconv.Itoa(sp.Port)
+	cat := categorize(sp, c.Node.Name)
+
+	usesClusterChain := len(cat.Cluster) > 0 && (!sp.InternalLocal || externallyAccessible(sp))
+	usesLocalChain := len(cat.Local) > 0 && (sp.InternalLocal || externalPolicyLocal(sp))
+
+	internalChain, hasInternal := n.svc, cat.HasAny
+	if sp.InternalLocal {
+		internalChain = n.svl
+		if len(cat.Local) == 0 {
+			hasInternal = false
+		}
+	}
+	externalChain, hasExternal := n.svc, cat.HasAny
+	if externalPolicyLocal(sp) {
+		externalChain = n.svl
+		if len(cat.Local) == 0 {
+			hasExternal = false
+		}
+	}
+	usesExtChain := cat.HasAny && externallyAccessible(sp)
+
+	// Without endpoints anywhere the port's traffic is rejected, so clients hear
+	// at once; with endpoints elsewhere but none here for a Local policy it is
+	// dropped, as it must not leave the node.
+	var internalTarget, internalComment, externalTarget, externalComment string
+	if !cat.HasAny {
+		internalTarget, internalComment = "REJECT", n.portName+" has no endpoints"
+		externalTarget, externalComment = internalTarget, internalComment
+	} else {
+		if !hasInternal {
+			internalTarget, internalComment = "DROP", n.portName+" has no local endpoints"
+		}
+		if !hasExternal {
+			externalTarget, externalComment = "DROP", n.portName+" has no local endpoints"
+		}
+	}
+
+	clusterIPMatch := []string{"-m", "comment", "--comment", n.portName + " cluster IP",
+		"-m", proto, "-p", proto, "-d", sp.ClusterIP.String(), "--dport", port}
+	if hasInternal {
+		b.add("nat", "KUBE-SERVICES", words(clusterIPMatch, []string{"-j", internalChain})...)
+	} else {
+		b.add("filter", "KUBE-SERVICES", "-m", "comment", "--comment", internalComment,
+			"-m", proto, "-p", proto, "-d", sp.ClusterIP.String(), "--dport", port, "-j", internalTarget)
+	}
+
+	if sp.NodePort != 0 {
+		nodePort := strconv.Itoa(sp.NodePort)
+		if cat.HasAny {
+			if nfacct {
+				b.add("nat", "KUBE-NODEPORTS", "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
+					"-d", "127.0.0.0/8", "--dport", nodePort,
+					"-m", "nfacct", "--nfacct-name", nfacctLocalhostNodePort, "-j", n.ext)
+			}
+			b.add("nat", "KUBE-NODEPORTS", "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
+				"--dport", nodePort, "-j", n.ext)
+		}
+		if !hasExternal {
+			b.add("filter", "KUBE-EXTERNAL-SERVICES", "-m", "comment", "--comment", externalComment,
+				"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", nodePort, "-j", externalTarget)
+		}
+	}
+
+	if sp.HealthCheckNodePort != 0 {
+		// The health check port must be reachable whether or not this node has
+		// endpoints: answering 503 is its job.
+		b.add("filter", "KUBE-NODEPORTS", "-m", "comment", "--comment", n.portName+" health check node port",
+			"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(sp.HealthCheckNodePort), "-j", "ACCEPT")
+	}
+
+	// From here on every chain belongs to the Service: a partial sync rewrites them
+	// only when the Service or its endpoints changed.
+	if hasInternal {
+		if c.MasqueradeAll {
+			b.add("nat", internalChain, words(clusterIPMatch, []string{"-j", "KUBE-MARK-MASQ"})...)
+		} else if c.ClusterCIDR.IsValid() {
+			// Traffic to a ClusterIP from outside the pod network (a node, a
+			// router with a route to the service range) is masqueraded, since the
+			// endpoint may be on another node and must answer through this one.
+			b.add("nat", internalChain, words(clusterIPMatch, []string{"!", "-s", c.ClusterCIDR.String(), "-j", "KUBE-MARK-MASQ"})...)
+		}
+	}
+
+	if usesExtChain {
+		b.declare("nat", n.ext, svc)
+		if !externalPolicyLocal(sp) {
+			// Policy Cluster may send the packet to another node: masquerade, so
+			// the reply comes back through this one.
+			b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade traffic for "+n.portName+" external destinations", "-j", "KUBE-MARK-MASQ")
+		} else {
+			if c.ClusterCIDR.IsValid() {
+				// A pod reaching a NodePort or LB address is treated as if it had
+				// gone out to a load balancer and come back: no traffic policy.
+				b.add("nat", n.ext, "-m", "comment", "--comment", "pod traffic for "+n.portName+" external destinations",
+					"-s", c.ClusterCIDR.String(), "-j", n.svc)
+			}
+			// The node itself talking to its own NodePort has a local source
+			// address that must not reach another node unmasqueraded.
+			b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade LOCAL traffic for "+n.portName+" external destinations",
+				"-m", "addrtype", "--src-type", "LOCAL", "-j", "KUBE-MARK-MASQ")
+			b.add("nat", n.ext, "-m", "comment", "--comment", "route LOCAL traffic for "+n.portName+" external destinations",
+				"-m", "addrtype", "--src-type", "LOCAL", "-j", n.svc)
+		}
+		if hasExternal {
+			b.add("nat", n.ext, "-j", externalChain)
+		}
+	}
+
+	if usesClusterChain {
+		b.declare("nat", n.svc, svc)
+		writeToEndpoints(b, v, sp, n, n.svc, cat.Cluster, large)
+	}
+	if usesLocalChain {
+		b.declare("nat", n.svl, svc)
+		writeToEndpoints(b, v, sp, n, n.svl, cat.Local, large)
+	}
+	for _, e := range cat.All {
+		writeEndpointChain(b, v, sp, n, e, large)
+	}
+}
+
+// writeToEndpoints writes a policy chain (KUBE-SVC- or KUBE-SVL-): with ClientIP
+// affinity, a jump to the endpoint the client used last, if within the timeout;
+// then the random choice: rule i of n matches with probability 1/(n-i), so every
+// endpoint gets 1/n, and the last rule takes what is left.
+func writeToEndpoints(b *builder, v proxy.Version, sp *proxy.ServicePort, n portNames, chain string, eps []proxy.Endpoint, large bool) {
+	comment := func(e proxy.Endpoint) []string {
+		if large {
+			return nil
+		}
+		return []string{"-m", "comment", "--comment", n.portName + " -> " + e.String()}
+	}
+	if sp.AffinitySeconds > 0 {
+		for _, e := range eps {
+			b.add("nat", chain, words(comment(e), []string{"-m", "recent", "--name", n.sep(e),
+				"--rcheck", "--seconds", strconv.Itoa(sp.AffinitySeconds), "--reap", "-j", n.sep(e)})...)
+		}
+	}
+	for i, e := range eps {
+		var choice []string
+		if i < len(eps)-1 {
+			choice = []string{"-m", "statistic", "--mode", "random", "--probability", probability(v, len(eps)-i)}
+		}
+		b.add("nat", chain, words(comment(e), choice, []string{"-j", n.sep(e)})...)
+	}
+}
+
+// writeEndpointChain writes a KUBE-SEP- chain: traffic from the endpoint to itself
+// (hairpin) is masqueraded, or the reply would not come back through the DNAT;
+// the affinity list notes the client; then the DNAT.
+func writeEndpointChain(b *builder, v proxy.Version, sp *proxy.ServicePort, n portNames, e proxy.Endpoint, large bool) {
+	sep := n.sep(e)
+	b.declare("nat", sep, sp.Name.NamespacedName())
+	var comment []string
+	if !large {
+		comment = []string{"-m", "comment", "--comment", n.portName}
+	}
+	b.add("nat", sep, words(comment, []string{"-s", e.IP.String(), "-j", "KUBE-MARK-MASQ"})...)
+	var affinity []string
+	if sp.AffinitySeconds > 0 {
+		affinity = []string{"-m", "recent", "--name", sep, "--set"}
+	}
+	b.add("nat", sep, words(comment, affinity, []string{"-m", n.protocol, "-p", n.protocol, "-j", "DNAT", "--to-destination", e.String()})...)
+}

@@ -1,0 +1,137 @@
+package iptables
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"github.com/svclab/svclab/lab/proxy"
+)
+
+// Marks kube-proxy and the kubelet use, with their default bits (masquerade 14,
+// drop 15), printed as they print them: fmt's "%#08x", which pads the digits to
+// eight ("0x00004000"; iptables-save shows 0x4000).
+const (
+	masqueradeMark = "0x00004000"
+	dropMark       = "0x00008000"
+)
+
+// Names of kube-proxy's nfacct counters (kube-proxy 1.31 and later count INVALID
+// drops and accepted localhost NodePort packets with them).
+const (
+	nfacctInvalidDropped    = "ct_state_invalid_dropped_pkts"
+	nfacctLocalhostNodePort = "localhost_nps_accepted_pkts"
+)
+
+// largeClusterEndpoints is kube-proxy's threshold: above this many endpoints in all,
+// per-endpoint comments are left out.
+const largeClusterEndpoints = 1000
+
+// Config is what shapes one node's rules besides the Services.
+type Config struct {
+	Version proxy.Version
+	Node    proxy.Node
+	// ClusterCIDR is kube-proxy's --cluster-cidr, its default way of telling pod
+	// traffic from the rest (detect-local-mode ClusterCIDR). Unset, kube-proxy
+	// cannot tell, and writes no rule that depends on it.
+	ClusterCIDR   netip.Prefix
+	MasqueradeAll bool
+	// NFAcct tells that kube-proxy's nfacct counters exist in the node; kube-proxy
+	// 1.31 and later then add "-m nfacct" matches to two rules.
+	NFAcct bool
+	// ConntrackTCPLiberal is nf_conntrack_tcp_be_liberal != 0 in the node; kube-proxy
+	// 1.29 and later then drop no INVALID packets in KUBE-FORWARD.
+	ConntrackTCPLiberal bool
+}
+
+// ConfigFor is the configuration of t's node as kube-proxy sees it on a kernel
+// with nfacct (such as the one svclab is built on) and default conntrack settings.
+// The proxier reads the node's kernel instead.
+func ConfigFor(t proxy.Target) Config {
+	v := t.Cluster.Version
+	if v == (proxy.Version{}) {
+		v = proxy.DefaultVersion
+	}
+	return Config{
+		Version:       v,
+		Node:          t.Node,
+		ClusterCIDR:   t.Cluster.ClusterCIDR,
+		MasqueradeAll: t.Cluster.MasqueradeAll,
+		NFAcct:        true,
+	}
+}
+
+// Generate computes what kube-proxy of c.Version writes for ports on c.Node: the
+// chains of the filter and nat tables and the single-call steps around them. The
+// doc comment of the package says which releases are reproduced and how.
+func Generate(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
+	if !c.Version.AtLeast(1, 11) || c.Version.Major != 1 {
+		return nil, fmt.Errorf("kube-proxy %s: svclab reproduces the iptables mode of 1.11 and later", c.Version)
+	}
+	for i := range ports {
+		sp := &ports[i]
+		if !sp.ClusterIP.Is4() {
+			return nil, fmt.Errorf("service port %s: cluster IP %s: svclab's iptables mode is IPv4 only", sp.Name.String(c.Version), sp.ClusterIP)
+		}
+		switch sp.Protocol {
+		case "TCP", "UDP", "SCTP":
+		default:
+			return nil, fmt.Errorf("service port %s: protocol %q", sp.Name.String(c.Version), sp.Protocol)
+		}
+	}
+	sorted := sortedPorts(ports)
+	if c.Version.AtLeast(1, 24) {
+		return generateCurrent(c, sorted)
+	}
+	return generateXLB(c, sorted)
+}
+
+// sortedPorts copies ports into the order svclab writes them: by "namespace/name"
+// (the order kube-proxy's tests sort KUBE-SERVICES by), then port name and protocol.
+// kube-proxy itself walks a map, so its order changes from sync to sync. The
+// endpoints of each port are sorted by "ip:port" as text, as kube-proxy's
+// endpoint cache sorts them: that order decides which endpoint gets which
+// probability.
+func sortedPorts(ports []proxy.ServicePort) []proxy.ServicePort {
+	out := make([]proxy.ServicePort, len(ports))
+	copy(out, ports)
+	sort.SliceStable(out, func(i, j int) bool {
+		a, b := out[i].Name, out[j].Name
+		if an, bn := a.NamespacedName(), b.NamespacedName(); an != bn {
+			return an < bn
+		}
+		if a.Port != b.Port {
+			return a.Port < b.Port
+		}
+		return out[i].Protocol < out[j].Protocol
+	})
+	for i := range out {
+		eps := make([]proxy.Endpoint, len(out[i].Endpoints))
+		copy(eps, out[i].Endpoints)
+		sort.SliceStable(eps, func(a, b int) bool { return eps[a].String() < eps[b].String() })
+		out[i].Endpoints = eps
+	}
+	return out
+}
+
+// probability is 1/n printed as the release prints it: five decimals up to 1.16,
+// ten since.
+func probability(v proxy.Version, n int) string {
+	if v.AtLeast(1, 17) {
+		return fmt.Sprintf("%0.10f", 1.0/float64(n))
+	}
+	return fmt.Sprintf("%0.5f", 1.0/float64(n))
+}
+
+// totalEndpoints counts endpoints as kube-proxy does for its large cluster mode.
+func totalEndpoints(ports []proxy.ServicePort, readyOnly bool) int {
+	n := 0
+	for i := range ports {
+		for _, e := range ports[i].Endpoints {
+			if e.Ready || !readyOnly {
+				n++
+			}
+		}
+	}
+	return n
+}

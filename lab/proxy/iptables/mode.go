@@ -1,0 +1,59 @@
+package iptables
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/svclab/svclab/lab/proxy"
+)
+
+func init() {
+	proxy.Register(proxy.Mode{
+		Name:    "iptables",
+		Summary: "kube-proxy's iptables mode: KUBE-SERVICES, KUBE-SVC-, KUBE-SEP- chains written with iptables-restore",
+		New: func(t proxy.Target, o proxy.Options) (proxy.Proxier, error) {
+			p, err := New(t, o)
+			if err != nil {
+				return nil, err
+			}
+			return p, nil
+		},
+		Render:    Render,
+		Available: Available,
+	})
+}
+
+// Render prints what a proxier for t installs for ports: the single-call steps as
+// comments, then the iptables-restore input of a full sync. It needs no root and
+// assumes what kube-proxy finds on svclab's kernel: nfacct present,
+// nf_conntrack_tcp_be_liberal off.
+func Render(t proxy.Target, o proxy.Options, ports []proxy.ServicePort) (string, error) {
+	if _, _, err := validate(t, o); err != nil {
+		return "", err
+	}
+	cfg := ConfigFor(t)
+	rs, err := Generate(cfg, ports)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# kube-proxy %s, iptables mode, node %s (%s)\n", cfg.Version, t.Node.Name, t.Node.IP)
+	b.WriteString("# Ensured with single iptables calls before iptables-restore (-N: create unless present;\n")
+	b.WriteString("# -I/-A: insert first/append unless iptables -C finds the rule):\n")
+	for _, s := range rs.Setup {
+		b.WriteString("#   " + s.String() + "\n")
+	}
+	b.WriteString("# Then iptables-restore -w 5 --noflush --counters of:\n")
+	b.WriteString(rs.Restore())
+	return b.String(), nil
+}
+
+// Available tells whether the default (nft) and legacy backends are installed.
+func Available() error {
+	for _, name := range []string{"nft", "legacy"} {
+		if err := backends[name].check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,76 @@
+package iptables
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"strings"
+
+	"github.com/svclab/svclab/lab/proxy"
+)
+
+// Chain name prefixes of the per-Service chains. KUBE-XLB- is the Local-policy
+// chain of releases before 1.24; KUBE-SVL- and KUBE-EXT- replaced it then.
+const (
+	prefixSVC = "KUBE-SVC-"
+	prefixSVL = "KUBE-SVL-"
+	prefixEXT = "KUBE-EXT-"
+	prefixFW  = "KUBE-FW-"
+	prefixXLB = "KUBE-XLB-"
+	prefixSEP = "KUBE-SEP-"
+)
+
+// hash16 is how kube-proxy fits names into iptables' 28-character chain names: the
+// first 16 characters of the base32 form of the SHA-256 of the text.
+func hash16(text string) string {
+	sum := sha256.Sum256([]byte(text))
+	return base32.StdEncoding.EncodeToString(sum[:])[:16]
+}
+
+// servicePortChain names a per-Service chain: prefix plus the hash of the
+// ServicePortName as the release prints it and the lower-case protocol.
+func servicePortChain(prefix, portName, protocol string) string {
+	return prefix + hash16(portName+protocol)
+}
+
+// endpointChain names a KUBE-SEP- chain; the endpoint "ip:port" joins the hash.
+func endpointChain(portName, protocol, endpoint string) string {
+	return prefixSEP + hash16(portName+protocol+endpoint)
+}
+
+// isServiceChain tells whether a nat chain is one of the per-Service chains kube-proxy
+// deletes when no Service needs it any more.
+func isServiceChain(name string) bool {
+	for _, p := range []string{prefixSVC, prefixSVL, prefixEXT, prefixFW, prefixXLB, prefixSEP} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// portNames are the names of one ServicePort's chains under one release.
+type portNames struct {
+	// portName is ServicePortName as the release prints it in comments and hashes.
+	portName string
+	protocol string
+	svc      string
+	svl      string
+	ext      string
+	xlb      string
+}
+
+func namesOf(sp *proxy.ServicePort, v proxy.Version) portNames {
+	n := portNames{
+		portName: sp.Name.String(v),
+		protocol: strings.ToLower(string(sp.Protocol)),
+	}
+	n.svc = servicePortChain(prefixSVC, n.portName, n.protocol)
+	n.svl = servicePortChain(prefixSVL, n.portName, n.protocol)
+	n.ext = servicePortChain(prefixEXT, n.portName, n.protocol)
+	n.xlb = servicePortChain(prefixXLB, n.portName, n.protocol)
+	return n
+}
+
+func (n portNames) sep(e proxy.Endpoint) string {
+	return endpointChain(n.portName, n.protocol, e.String())
+}

@@ -1,0 +1,401 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	cnins "github.com/containernetworking/plugins/pkg/ns"
+	goiptables "github.com/coreos/go-iptables/iptables"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/svclab/svclab/lab/proxy"
+)
+
+// Ways of writing the rules (proxy.Options.Apply).
+const (
+	// ApplyPartial is kube-proxy's own way since 1.27 (KEP-3453): one
+	// iptables-restore --noflush that rewrites the chains kube-proxy rewrites on
+	// every sync (KUBE-SERVICES, KUBE-NODEPORTS, KUBE-POSTROUTING, KUBE-MARK-MASQ and
+	// the whole filter table) plus the per-Service chains of the Services that
+	// changed since the last successful sync, and deletes per-Service chains no
+	// longer needed. The first sync, a sync after a failure and (kube-proxy 1.33
+	// and later) one an hour after the last full sync, except in large clusters
+	// since 1.36, write everything.
+	ApplyPartial = "partial"
+	// ApplyFull is kube-proxy before 1.27: every sync rewrites every chain.
+	ApplyFull = "full"
+	// ApplyChanged is svclab's own, smaller still than kube-proxy's partial sync:
+	// one iptables-restore of just the chains whose rules differ from what the last
+	// successful sync wrote. A sync of an unchanged state writes nothing.
+	ApplyChanged = "changed"
+	// ApplyPerRule is the naive way, for benchmarks: one iptables command
+	// (go-iptables) per chain created, flushed or deleted and per rule appended,
+	// for the chains whose rules changed.
+	ApplyPerRule = "per-rule"
+)
+
+// fullSyncPeriod is kube-proxy's FullSyncPeriod; syncPeriod its default
+// --iptables-sync-period, which in large clusters spaces the search for stale
+// chains.
+const (
+	fullSyncPeriod = time.Hour
+	syncPeriod     = 30 * time.Second
+)
+
+// SyncStats describes one Sync, for benchmarks.
+type SyncStats struct {
+	Apply string
+	// Full tells that the sync wrote every chain and ensured the jumps.
+	Full bool
+	// Chains and Rules are the size of the whole ruleset (filter and nat).
+	Chains, Rules int
+	// ChainsWritten and RulesWritten are what this sync wrote; ChainsDeleted the
+	// stale per-Service chains it removed.
+	ChainsWritten, RulesWritten, ChainsDeleted int
+	// Written names the chains written, as "table/chain".
+	Written []string
+	// RestoreBytes is the size of the iptables-restore input (0 for per-rule).
+	RestoreBytes int
+	// Commands counts the iptables programs started.
+	Commands int
+	// Generate is svclab's own work: computing the rules, comparing them with the
+	// last sync's and building the restore input.
+	Generate time.Duration
+	// Setup is the single iptables calls ensuring jumps and chains, the sysctls
+	// and the nfacct counters (full syncs only).
+	Setup time.Duration
+	// Save is iptables-save (or, per rule, iptables -S) looking for stale chains.
+	Save time.Duration
+	// Write is iptables-restore, or the per-rule iptables calls.
+	Write time.Duration
+	// Conntrack is the stale UDP conntrack cleanup; ConntrackDeleted what it removed.
+	Conntrack        time.Duration
+	ConntrackDeleted int
+	// Total is the whole Sync.
+	Total time.Duration
+}
+
+// Proxier programs one node the way kube-proxy's iptables mode does.
+type Proxier struct {
+	target proxy.Target
+	apply  string
+	noCT   bool
+	cfg    Config
+	be     backend
+
+	ns   cnins.NetNS
+	nsh  netns.NsHandle
+	nl   *netlink.Handle
+	acct *nfacct
+	run  *runner
+	ipt  *goiptables.IPTables
+
+	mu          sync.Mutex
+	last        *Ruleset
+	lastPorts   []proxy.ServicePort
+	needFull    bool
+	lastFull    time.Time
+	lastCleanup time.Time
+	stats       SyncStats
+}
+
+// validate reads the options this mode knows.
+func validate(t proxy.Target, o proxy.Options) (backend, string, error) {
+	be, err := backendFor(o.Backend)
+	if err != nil {
+		return backend{}, "", err
+	}
+	apply := o.Apply
+	if apply == "" {
+		apply = ApplyPartial
+		if v := versionOf(t); !v.AtLeast(1, 27) {
+			// kube-proxy before 1.27 had no partial sync (1.26 had it behind an
+			// alpha gate, off by default).
+			apply = ApplyFull
+		}
+	}
+	switch apply {
+	case ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule:
+	default:
+		return backend{}, "", fmt.Errorf("iptables apply method %q: want %s, %s, %s or %s", o.Apply, ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule)
+	}
+	if o.Scheduler != "" {
+		return backend{}, "", fmt.Errorf("iptables mode has no scheduler (got %q); schedulers are IPVS's", o.Scheduler)
+	}
+	return be, apply, nil
+}
+
+func versionOf(t proxy.Target) proxy.Version {
+	if t.Cluster.Version == (proxy.Version{}) {
+		return proxy.DefaultVersion
+	}
+	return t.Cluster.Version
+}
+
+// New makes a proxier for the node whose network namespace is t.NetNS. Rules are
+// written by Sync.
+func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
+	be, apply, err := validate(t, o)
+	if err != nil {
+		return nil, err
+	}
+	if t.NetNS == "" {
+		return nil, errors.New("iptables proxier: no node network namespace (svclab never programs its own)")
+	}
+	if err := be.check(); err != nil {
+		return nil, err
+	}
+	if t.RunDir != "" {
+		if err := os.MkdirAll(t.RunDir, 0o755); err != nil {
+			return nil, fmt.Errorf("iptables proxier: %w", err)
+		}
+	}
+	p := &Proxier{target: t, apply: apply, noCT: o.NoConntrackCleanup, cfg: ConfigFor(t), be: be,
+		run: newRunner(be, t.RunDir), needFull: true}
+	if err := p.open(); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("node %s: %w", t.Node.Name, err)
+	}
+	return p, nil
+}
+
+func (p *Proxier) open() error {
+	var err error
+	if p.ns, err = cnins.GetNS(p.target.NetNS); err != nil {
+		return fmt.Errorf("open network namespace %s: %w", p.target.NetNS, err)
+	}
+	if p.nsh, err = netns.GetFromPath(p.target.NetNS); err != nil {
+		return fmt.Errorf("open network namespace %s: %w", p.target.NetNS, err)
+	}
+	if p.nl, err = netlink.NewHandleAt(p.nsh); err != nil {
+		return fmt.Errorf("netlink in %s: %w", p.target.NetNS, err)
+	}
+	if p.cfg.Version.AtLeast(1, 31) {
+		// kube-proxy goes on without nfacct when the kernel lacks it, and so do we.
+		if p.acct, err = openNFAcct(p.nsh); err != nil {
+			p.acct = nil
+		}
+	}
+	if p.apply == ApplyPerRule {
+		// go-iptables runs the program with this process's environment, so the
+		// per-rule mode takes the default xtables lock (see runner).
+		if p.ipt, err = goiptables.New(goiptables.Path(p.be.iptables), goiptables.Timeout(5)); err != nil {
+			return fmt.Errorf("go-iptables %s: %w", p.be.iptables, err)
+		}
+	}
+	// kube-proxy reads this once at start: with the kernel's liberal TCP window
+	// tracking there are no INVALID packets to drop.
+	return p.ns.Do(func(cnins.NetNS) error {
+		liberal, err := readSysctl("net/netfilter/nf_conntrack_tcp_be_liberal")
+		if err == nil {
+			p.cfg.ConntrackTCPLiberal = liberal != "0"
+		}
+		return nil
+	})
+}
+
+// Close releases the namespace handles. The rules stay with the namespace.
+func (p *Proxier) Close() error {
+	var errs []error
+	if p.acct != nil {
+		p.acct.Close()
+	}
+	if p.nl != nil {
+		p.nl.Close()
+	}
+	if p.nsh.IsOpen() {
+		errs = append(errs, p.nsh.Close())
+	}
+	if p.ns != nil {
+		errs = append(errs, p.ns.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// LastSync describes the last Sync, successful or not.
+func (p *Proxier) LastSync() SyncStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// ForceFullSync makes the next Sync write everything, as kube-proxy does when its
+// canary chains disappear.
+func (p *Proxier) ForceFullSync() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.needFull = true
+}
+
+// Ruleset is what the last successful Sync installed.
+func (p *Proxier) Ruleset() *Ruleset {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.last
+}
+
+// Sync makes the node's iptables match ports.
+func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	start := time.Now()
+	full := p.needFull || p.last == nil || p.apply == ApplyFull ||
+		(p.apply == ApplyPartial && p.cfg.Version.AtLeast(1, 33) && time.Since(p.lastFull) > fullSyncPeriod &&
+			!(p.last.LargeCluster && p.cfg.Version.AtLeast(1, 36)))
+	p.stats = SyncStats{Apply: p.apply, Full: full}
+	p.run.commands, p.run.ctx = 0, ctx
+	defer func() { p.run.ctx = context.Background() }()
+
+	var rs *Ruleset
+	err := p.ns.Do(func(cnins.NetNS) error {
+		var err error
+		rs, err = p.syncInNamespace(ports, full)
+		return err
+	})
+	p.stats.Commands += p.run.commands
+	if err != nil {
+		// As kube-proxy: what the kernel holds is unknown now, so the next sync
+		// writes everything.
+		p.needFull = true
+		p.stats.Total = time.Since(start)
+		return fmt.Errorf("node %s: iptables sync: %w", p.target.Node.Name, err)
+	}
+	prev := p.lastPorts
+	p.last, p.lastPorts, p.needFull = rs, clonePorts(ports), false
+	if full {
+		p.lastFull = time.Now()
+	}
+
+	if !p.noCT {
+		t := time.Now()
+		n, err := proxy.CleanStaleUDPConntrack(p.nl, prev, ports)
+		p.stats.Conntrack, p.stats.ConntrackDeleted = time.Since(t), n
+		if err != nil {
+			p.stats.Total = time.Since(start)
+			return fmt.Errorf("node %s: %w", p.target.Node.Name, err)
+		}
+	}
+	p.stats.Total = time.Since(start)
+	return nil
+}
+
+// syncInNamespace does the work that needs the node's namespace; it runs on a
+// thread switched into it, so the iptables programs it starts are there too.
+func (p *Proxier) syncInNamespace(ports []proxy.ServicePort, full bool) (*Ruleset, error) {
+	if full || !p.cfg.Version.AtLeast(1, 28) {
+		// kube-proxy ensures its jumps on full syncs only since partial syncs
+		// exist; before, on every sync.
+		t := time.Now()
+		err := p.setup()
+		p.stats.Setup = time.Since(t)
+		if err != nil {
+			return nil, err
+		}
+	}
+	t := time.Now()
+	rs, err := Generate(p.cfg, ports)
+	p.stats.Generate = time.Since(t)
+	if err != nil {
+		return nil, err
+	}
+	p.stats.Chains, p.stats.Rules = rs.Counts()
+	if p.apply == ApplyPerRule {
+		err = p.writePerRule(rs, full)
+	} else {
+		err = p.writeRestore(rs, ports, full)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return rs, nil
+}
+
+// setup writes what kube-proxy sets up outside iptables-restore: the sysctls, the
+// nfacct counters and the single-call steps of the ruleset's release.
+func (p *Proxier) setup() error {
+	// NodePorts answer on 127.0.0.1 (kube-proxy's default): the kernel routes
+	// packets to 127.0.0.0/8 after DNAT only with route_localnet. Before 1.26
+	// kube-proxy set it unconditionally, since then whenever localhost NodePorts
+	// are on. The sysctl is per namespace: only the node's is touched.
+	if err := ensureSysctl("net/ipv4/conf/all/route_localnet", "1"); err != nil {
+		return err
+	}
+	if p.acct != nil {
+		ok := true
+		for _, name := range []string{nfacctInvalidDropped, nfacctLocalhostNodePort} {
+			if err := p.acct.ensure(name); err != nil {
+				ok = false
+			}
+		}
+		p.cfg.NFAcct = ok
+	} else {
+		p.cfg.NFAcct = false
+	}
+	steps := setupSteps(p.cfg.Version)
+	if p.apply == ApplyPerRule {
+		return p.setupPerRule(steps)
+	}
+	for _, s := range steps {
+		if err := p.ensure(s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensure carries out one step as kube-proxy's EnsureChain and EnsureRule do.
+func (p *Proxier) ensure(s Step) error {
+	if s.Rule == nil {
+		// -N fails with status 1 when the chain exists, which is fine.
+		_, err := p.run.test("-N", s.Chain, "-t", s.Table)
+		return err
+	}
+	args := append([]string{s.Chain, "-t", s.Table}, s.Rule...)
+	there, err := p.run.test(append([]string{"-C"}, args...)...)
+	if err != nil || there {
+		return err
+	}
+	op := "-I"
+	if s.Append {
+		op = "-A"
+	}
+	return p.run.do(append([]string{op}, args...)...)
+}
+
+// readSysctl reads a sysctl of the calling thread's network namespace.
+func readSysctl(key string) (string, error) {
+	b, err := os.ReadFile("/proc/sys/" + key)
+	return strings.TrimSpace(string(b)), err
+}
+
+// ensureSysctl writes a sysctl of the calling thread's network namespace unless it
+// has the value already.
+func ensureSysctl(key, value string) error {
+	if cur, err := readSysctl(key); err == nil && cur == value {
+		return nil
+	}
+	if err := os.WriteFile("/proc/sys/"+key, []byte(value), 0o644); err != nil {
+		return fmt.Errorf("sysctl %s=%s: %w", strings.ReplaceAll(key, "/", "."), value, err)
+	}
+	return nil
+}
+
+// clonePorts copies ports deep enough that a caller changing its endpoints in place
+// after Sync cannot change what the proxier remembers of this sync.
+func clonePorts(ports []proxy.ServicePort) []proxy.ServicePort {
+	out := make([]proxy.ServicePort, len(ports))
+	for i, sp := range ports {
+		sp.Endpoints = append([]proxy.Endpoint(nil), sp.Endpoints...)
+		out[i] = sp
+	}
+	return out
+}
