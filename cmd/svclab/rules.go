@@ -2,7 +2,7 @@ package main
 
 import (
 	"fmt"
-	"os"
+	"io"
 
 	"github.com/spf13/cobra"
 
@@ -23,7 +23,8 @@ given): iptables-restore input for iptables mode, ipvsadm -Ln style virtual serv
 ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`,
 		Example: `  svclab rules -f topologies/httpd.yaml --node node1 --kube-proxy-version 1.18`,
 		Args:    cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			out := cmd.OutOrStdout()
 			t, err := loadTopology(f.file)
 			if err != nil {
 				return err
@@ -50,9 +51,9 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 					return usage(fmt.Errorf("node %s: %w", n.Name, err))
 				}
 				if node == "" {
-					fmt.Printf("# node %s (%s)\n", n.Name, n.IP)
+					fmt.Fprintf(out, "# node %s (%s)\n", n.Name, n.IP)
 				}
-				os.Stdout.WriteString(text)
+				io.WriteString(out, text)
 			}
 			if !found {
 				return usage(fmt.Errorf("%s: no node %q", t.Source, node))

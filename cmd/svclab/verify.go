@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/verify"
+	"github.com/svclab/svclab/lab/vm"
 )
 
 // errChecksFailed makes verify exit 1 after it printed its table.
@@ -60,14 +62,15 @@ tear the lab down. Exit status 0 only if every check passed.`,
 			if err := lab.CheckPrivileges(); err != nil {
 				return err
 			}
-			if handled, err := maybeInVM(cmd, runs, noVM); handled {
+			here, inVM, err := splitRuns(runs, noVM)
+			if err != nil {
 				return err
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			var rep verifyReport
 			var log io.Writer = os.Stderr
-			for _, r := range runs {
+			for _, r := range here {
 				start := time.Now()
 				l, err := lab.Up(ctx, t, r.opts)
 				if err != nil {
@@ -85,6 +88,13 @@ tear the lab down. Exit status 0 only if every check passed.`,
 					}
 				}
 				fmt.Fprintf(log, "%s: %d of %d checks passed in %s\n", r.label, passed, len(checks), time.Since(start).Round(time.Millisecond))
+				rep.Checks = append(rep.Checks, checks...)
+			}
+			if len(inVM) > 0 {
+				checks, err := verifyInVM(f, inVM)
+				if err != nil {
+					return err
+				}
 				rep.Checks = append(rep.Checks, checks...)
 			}
 			rep.Passed = true
@@ -137,6 +147,27 @@ func verifyRuns(f labFlags) ([]run, error) {
 		}
 	}
 	return runs, nil
+}
+
+// verifyInVM runs the given runs' modes in svclab's VM and returns their checks.
+func verifyInVM(f labFlags, runs []run) ([]verify.Check, error) {
+	var checks []verify.Check
+	for _, r := range runs {
+		g := f
+		g.mode, g.backend = r.opts.Mode, r.opts.Proxy.Backend
+		var out bytes.Buffer
+		err := runInVM(vmFlags{timeout: vm.DefaultTimeout, accel: vm.AccelAuto}, append(append([]string{"verify"}, g.args()...), "--json", "--no-vm"), &out)
+		var code exitCode
+		if err != nil && !(errors.As(err, &code) && int(code) == exitFailed) {
+			return nil, fmt.Errorf("%s in the VM: %w", r.label, err)
+		}
+		var rep verifyReport
+		if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+			return nil, fmt.Errorf("%s in the VM: reading its report: %w", r.label, err)
+		}
+		checks = append(checks, rep.Checks...)
+	}
+	return checks, nil
 }
 
 func backendName(b string) string {

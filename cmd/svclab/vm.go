@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -42,7 +43,7 @@ status. The kernel is fetched with apt-get download once and cached under
   svclab vm -- rules --mode ipvs -f topologies/httpd.yaml`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runInVM(f, args)
+			return runInVM(f, args, os.Stdout)
 		},
 	}
 	cmd.Flags().DurationVar(&f.timeout, "timeout", vm.DefaultTimeout, "hard limit for the whole VM, boot included")
@@ -51,9 +52,10 @@ status. The kernel is fetched with apt-get download once and cached under
 	return cmd
 }
 
-// runInVM runs this svclab binary with args in the VM. Arguments naming files on
-// this machine are copied in and rewritten to their guest paths.
-func runInVM(f vmFlags, args []string) error {
+// runInVM runs this svclab binary with args in the VM, its standard output going to
+// stdout. Arguments naming files on this machine are copied in and rewritten to
+// their guest paths.
+func runInVM(f vmFlags, args []string, stdout io.Writer) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -75,7 +77,7 @@ func runInVM(f vmFlags, args []string) error {
 		Command: append([]string{"svclab"}, guestArgs...),
 		Files:   files,
 		OutDir:  f.out, Timeout: f.timeout, Accel: f.accel,
-		Stdout: os.Stdout, Stderr: os.Stderr, Log: os.Stderr,
+		Stdout: stdout, Stderr: os.Stderr, Log: os.Stderr,
 	})
 	if err != nil {
 		return fmt.Errorf("svclab's VM: %w", err)
@@ -86,23 +88,24 @@ func runInVM(f vmFlags, args []string) error {
 	return nil
 }
 
-// maybeInVM runs the whole command in the VM when a mode it needs cannot run on this
-// kernel, saying so in one line. It returns false when the command should run here.
-func maybeInVM(cmd *cobra.Command, runs []run, noVM bool) (bool, error) {
+// splitRuns sorts runs into those this kernel can do and those that need the VM,
+// saying so in one line for each of the latter. With noVM, or inside the VM, a
+// run this kernel cannot do is an error.
+func splitRuns(runs []run, noVM bool) (here, inVM []run, err error) {
 	for _, r := range runs {
 		mode, err := proxy.Lookup(r.opts.Mode)
 		if err != nil {
-			return true, usage(err)
+			return nil, nil, usage(err)
 		}
-		err = mode.Available()
-		if err == nil {
+		if err := mode.Available(); err != nil {
+			if noVM || os.Getenv("SVCLAB_VM") == "1" {
+				return nil, nil, usage(fmt.Errorf("mode %s: %w", mode.Name, err))
+			}
+			fmt.Fprintf(os.Stderr, "svclab: %s cannot run on this kernel (%v); it runs in svclab's VM on Debian's kernel (--no-vm turns this off)\n", r.label, err)
+			inVM = append(inVM, r)
 			continue
 		}
-		if noVM || os.Getenv("SVCLAB_VM") == "1" {
-			return true, usage(fmt.Errorf("mode %s: %w", mode.Name, err))
-		}
-		fmt.Fprintf(os.Stderr, "svclab: mode %s cannot run on this kernel (%v); running in svclab's VM with Debian's kernel (--no-vm turns this off)\n", mode.Name, err)
-		return true, runInVM(vmFlags{timeout: vm.DefaultTimeout, accel: vm.AccelAuto}, append(os.Args[1:], "--no-vm"))
+		here = append(here, r)
 	}
-	return false, nil
+	return here, inVM, nil
 }

@@ -44,6 +44,9 @@ type Expectation struct {
 	// Backends maps each endpoint ("ip:port") that may answer to the client source
 	// addresses it may see. Every one must answer at least once.
 	Backends map[string][]netip.Addr
+	// Sticky is set for ClientIP session affinity: one client's connections all go
+	// to one of Backends, whichever the first connection picked.
+	Sticky bool
 	// MayTimeout is set when some backends the rules pick cannot answer, because
 	// their replies bypass the node that translated the request.
 	MayTimeout bool
@@ -55,12 +58,15 @@ func (e Expectation) String() string {
 	switch e.Outcome {
 	case traffic.Answered:
 		s := describeBackends(e.Backends)
+		if e.Sticky {
+			s = "one of " + s
+		}
 		if e.MayTimeout {
 			s += "; others time out"
 		}
 		return s
 	case traffic.Timeout:
-		return "dropped"
+		return "no answer (times out)"
 	}
 	return string(e.Outcome)
 }
@@ -170,7 +176,7 @@ func (m *model) expectIPTables(src Source, sp *proxy.ServicePort, tgt Target) Ex
 			}
 		}
 	}
-	exp := Expectation{Outcome: traffic.Answered, Backends: map[string][]netip.Addr{}, Why: why}
+	exp := Expectation{Outcome: traffic.Answered, Backends: map[string][]netip.Addr{}, Why: why, Sticky: sp.AffinitySeconds > 0}
 	for _, e := range eps {
 		// A pod reaching itself through the Service is masqueraded by its KUBE-SEP
 		// chain's hairpin rule.

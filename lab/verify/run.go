@@ -30,6 +30,8 @@ const (
 	bypassTimeout = 300 * time.Millisecond
 	// dropAttempts: a dropped flow must time out on every attempt.
 	dropAttempts = 2
+	// stickyAttempts connections must all reach the backend the first one got.
+	stickyAttempts = 5
 	// refuseAttempts is one: a REJECT answers every packet alike, and each
 	// attempt spends the client's ICMP budget (see icmpBudget).
 	refuseAttempts = 1
@@ -206,17 +208,19 @@ func check(ctx context.Context, f Flow, mode string, budget *icmpBudget) Check {
 	dial := traffic.Dial{From: f.NetNS, Protocol: string(sp.Protocol), To: f.Target.Addr, Timeout: answerTimeout}
 	exp := f.Expected
 	attempts := 1
-	switch exp.Outcome {
-	case traffic.Answered:
+	switch {
+	case exp.Outcome == traffic.Answered && exp.Sticky:
+		attempts = stickyAttempts
+	case exp.Outcome == traffic.Answered:
 		n := len(exp.Backends)
 		if exp.MayTimeout {
 			n = len(sp.Endpoints)
 			dial.Timeout = bypassTimeout
 		}
 		attempts = attemptsFor(len(exp.Backends), n)
-	case traffic.Refused:
+	case exp.Outcome == traffic.Refused:
 		attempts = refuseAttempts
-	case traffic.Timeout:
+	case exp.Outcome == traffic.Timeout:
 		attempts, dial.Timeout = dropAttempts, dropTimeout
 	}
 	obs := newObservation()
@@ -238,12 +242,20 @@ func check(ctx context.Context, f Flow, mode string, budget *icmpBudget) Check {
 		case out != exp.Outcome:
 			ok = false
 		}
-		if exp.Outcome == traffic.Answered && obs.covers(exp.Backends) {
+		if exp.Outcome == traffic.Answered && !exp.Sticky && obs.covers(exp.Backends) {
 			break
 		}
 	}
 	c.Observed = obs.String()
-	c.Passed = ok && ctx.Err() == nil && (exp.Outcome != traffic.Answered || obs.covers(exp.Backends))
+	switch {
+	case exp.Outcome != traffic.Answered:
+	case exp.Sticky:
+		// Affinity: every connection of this client to one backend.
+		ok = ok && len(obs.backends) == 1 && len(obs.outcomes) == 0
+	default:
+		ok = ok && obs.covers(exp.Backends)
+	}
+	c.Passed = ok && ctx.Err() == nil
 	return c
 }
 

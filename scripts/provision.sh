@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Provisions a Debian 12 machine whose kernel loads modules (a Vagrant box, a
+# cloud VM, a laptop) to run every svclab mode natively: the packages, Go, and the
+# kernel modules kube-proxy's iptables and IPVS modes need, loaded now and at boot.
+#
+#   scripts/provision.sh            provision this machine (root)
+#   scripts/provision.sh --check    do what this kernel allows without changing
+#                                   boot configuration: CI runs this on a kernel
+#                                   that loads no modules
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+check=false
+[ "${1:-}" = "--check" ] && check=true
+go_version=1.26.8
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "scripts/provision.sh: needs root" >&2
+  exit 2
+fi
+
+# 1. Packages (the same list the test run installs), then Go.
+"$repo/scripts/setup.sh" --no-go
+if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
+  if $check; then
+    echo "provision: no Go on this machine (a Vagrant box gets it from go.dev)" >&2
+    exit 1
+  fi
+  echo "provision: installing Go $go_version from go.dev"
+  curl -fsSL "https://go.dev/dl/go${go_version}.linux-amd64.tar.gz" | tar -C /usr/local -xz
+fi
+$check || ln -sf /usr/local/go/bin/go /usr/local/bin/go
+
+# 2. Kernel modules: kube-proxy's IPVS mode and its schedulers, ipset, conntrack,
+# br_netfilter for bridged pod traffic, dummy for kube-ipvs0.
+modules=(
+  br_netfilter dummy veth
+  nf_conntrack nf_conntrack_netlink nf_nat
+  ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_sh ip_vs_dh ip_vs_sed ip_vs_nq
+  ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip ip_set_hash_ipportnet ip_set_hash_net ip_set_bitmap_port
+  xt_set xt_ipvs xt_statistic xt_recent xt_comment xt_mark xt_addrtype xt_conntrack xt_MASQUERADE xt_nfacct
+)
+conf=/etc/modules-load.d/svclab.conf
+if $check; then
+  conf=$(mktemp /tmp/svclab-modules.XXXXXX.conf)
+  trap 'rm -f "$conf"' EXIT
+fi
+printf '%s\n' "# Loaded at boot for svclab (scripts/provision.sh)" "${modules[@]}" > "$conf"
+echo "provision: module list written to $conf"
+
+if [ ! -e /proc/modules ]; then
+  echo "provision: this kernel ($(uname -r)) loads no modules; checking what it has built in instead"
+  missing=()
+  [ -e /proc/net/ip_vs ] || missing+=("IPVS (CONFIG_IP_VS)")
+  [ -d /proc/sys/net/bridge ] || missing+=("br_netfilter")
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "provision: not built in: ${missing[*]}; svclab runs those modes in its VM (svclab vm)"
+  fi
+else
+  failed=()
+  for m in "${modules[@]}"; do
+    modprobe "$m" 2>/dev/null || failed+=("$m")
+  done
+  if [ ${#failed[@]} -gt 0 ]; then
+    echo "provision: could not load: ${failed[*]}" >&2
+    $check || exit 1
+  else
+    echo "provision: all ${#modules[@]} modules loaded"
+  fi
+fi
+echo "provision: done"

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Installs what svclab needs on a Debian 12 machine, as root. Safe to run again: it
+# installs only what is missing. Go itself is expected on PATH (/usr/local/go/bin);
+# --no-go skips that check (scripts/provision.sh installs Go afterwards).
+set -euo pipefail
+need_go=true
+[ "${1:-}" = "--no-go" ] && need_go=false
+
+need_root() {
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "scripts/setup.sh: installing packages needs root; run it with sudo" >&2
+    exit 2
+  fi
+}
+
+# Binaries that the project runs, and the Debian package that brings each.
+declare -A pkg_of=(
+  [iptables]=iptables            # iptables-nft and iptables-legacy, both backends
+  [ipvsadm]=ipvsadm
+  [ipset]=ipset
+  [conntrack]=conntrack
+  [tcpdump]=tcpdump
+  [curl]=curl
+  [qemu-system-x86_64]=qemu-system-x86
+  [busybox]=busybox-static
+  [cpio]=cpio
+  [depmod]=kmod
+  [xz]=xz-utils                  # unpacks the VM kernel once, so it boots ~4 s faster
+)
+
+missing=()
+for bin in "${!pkg_of[@]}"; do
+  if ! command -v "$bin" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$bin" ] && [ ! -x "/sbin/$bin" ]; then
+    missing+=("${pkg_of[$bin]}")
+  fi
+done
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  need_root
+  echo "scripts/setup.sh: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if $need_go && ! command -v go >/dev/null 2>&1; then
+  if [ -x /usr/local/go/bin/go ]; then
+    echo "scripts/setup.sh: Go is at /usr/local/go/bin; add it to PATH" >&2
+  else
+    echo "scripts/setup.sh: Go 1.26 or newer is needed (https://go.dev/doc/install)" >&2
+    exit 2
+  fi
+fi

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# svclab's whole test run, as CI runs it (README: "Run the tests"). As root on a
+# fresh Debian 12 machine it installs what it needs, then runs:
+#   1. go vet and the Go tests of every package (parsing, rules, the VM runner, ...);
+#   2. the Ginkgo suite on this kernel, in both iptables modes (nft, legacy);
+#   3. the Ginkgo suite in svclab's VM on Debian's kernel: IPVS and both iptables
+#      modes again, so every run covers two kernels;
+#   4. svclab verify on the shipped topologies in every mode;
+#   5. svclab bench --quick, a smoke test of the benchmark's output;
+#   6. vagrant validate and scripts/provision.sh --check.
+# Every spec of every mode must run and pass: a skipped or pending spec fails the run.
+# Reports land in $SVCLAB_TEST_OUT (default: a new directory under /tmp).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+export PATH="$PATH:/usr/local/go/bin"
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "scripts/test.sh: the specs build network namespaces and need root: run it with sudo" >&2
+  exit 2
+fi
+scripts/setup.sh
+
+out=${SVCLAB_TEST_OUT:-$(mktemp -d /tmp/svclab-test.XXXXXX)}
+mkdir -p "$out"
+step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
+# Whatever a failed step left behind goes before the next run.
+trap 'go run ./cmd/svclab clean >/dev/null 2>&1 || true' EXIT
+
+step "go vet and Go tests"
+go vet ./...
+go test -count=1 -timeout 20m ./lab/... ./cmd/... ./scripts/...
+
+step "Ginkgo suite on this kernel ($(uname -r)): iptables-nft, iptables-legacy"
+scripts/specs.sh "$out/host" iptables-nft,iptables-legacy
+
+step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs, iptables-nft, iptables-legacy"
+scripts/vm/run.sh --out "$out/vm" --timeout 60m \
+  --env SVCLAB_MODES=ipvs,iptables-nft,iptables-legacy --env SVCLAB_BIN=/svclab/bin/svclab \
+  --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml -test.timeout=60m
+go run ./scripts/ci/checkreport "$out/vm/specs-vm.json"
+
+step "svclab verify, every mode, on the shipped topologies"
+for topo in web httpd; do
+  "$out/host/svclab" verify --mode all -f "$topo" --json > "$out/verify-$topo.json"
+  grep -q '"passed": true' "$out/verify-$topo.json"
+done
+
+step "svclab bench --quick (output shape only, never timings)"
+"$out/host/svclab" bench --quick --out "$out/bench"
+
+step "Vagrantfile and provisioning (the steps this kernel allows)"
+if ! command -v vagrant >/dev/null 2>&1; then
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends vagrant >/dev/null
+fi
+# No box or provider can be had here: the providers' blocks are checked by the boxes'
+# own runs, the rest of the Vagrantfile here.
+vagrant validate --ignore-provider
+scripts/provision.sh --check
+
+step "nothing left behind"
+left=$(ip netns list | grep -c '^svclab-' || true)
+if [ "$left" -ne 0 ]; then
+  ip netns list | grep '^svclab-' >&2
+  echo "scripts/test.sh: $left svclab namespace(s) outlived the run" >&2
+  exit 1
+fi
+echo "All passed. Reports: $out"
