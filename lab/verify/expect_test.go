@@ -1,0 +1,150 @@
+package verify
+
+import (
+	"math"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+func mustLoad(t *testing.T, path string) *topology.Topology {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	top, err := topology.Parse(path, data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return top
+}
+
+// expectFor is the iptables expectation of one flow in topology top.
+func expectFor(t *testing.T, top *topology.Topology, from, svc string, node string) Expectation {
+	t.Helper()
+	m := newModel(top, proxy.Cluster{ClusterCIDR: top.ClusterCIDR, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion})
+	var src Source
+	for _, n := range top.Nodes {
+		if n.Name == from {
+			src = Source{Name: n.Name, Kind: "node", IP: n.IP, Node: n.Name}
+		}
+	}
+	for _, p := range top.Pods {
+		if p.Name == from {
+			src = Source{Name: p.Name, Kind: "pod", IP: p.IP, Node: p.Node}
+		}
+	}
+	for _, c := range top.Clients {
+		if c.Name == from {
+			src = Source{Name: c.Name, Kind: "client", IP: c.IP}
+		}
+	}
+	for _, sp := range proxy.FromObjects(top.Services, top.EndpointSlices()) {
+		if sp.Name.NamespacedName()+":"+sp.Name.Port != svc {
+			continue
+		}
+		tgt := Target{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}
+		if node != "" {
+			n, _ := top.Node(node)
+			tgt = Target{Node: node, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))}
+		}
+		return m.expectIPTables(src, &sp, tgt)
+	}
+	t.Fatalf("no service port %s", svc)
+	return Expectation{}
+}
+
+func TestExpectIPTablesWeb(t *testing.T) {
+	web := mustLoad(t, "../../topologies/web.yaml")
+	for _, tc := range []struct {
+		from, node string
+		want       string
+	}{
+		{"client", "", "10.244.1.10:8080 (src 10.244.1.5), 10.244.2.10:8080 (src 10.244.1.5)"},
+		{"web-a", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 10.244.1.10)"},
+		{"node-1", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"},
+		{"outside", "", "unreachable"},
+		{"outside", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
+		{"client", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
+	} {
+		if got := expectFor(t, web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
+			t.Errorf("%s -> web (node %q): %s, want %s", tc.from, tc.node, got, tc.want)
+		}
+	}
+}
+
+func TestExpectIPTablesPolicies(t *testing.T) {
+	top := mustLoad(t, "../../specs/testdata/policies.yaml")
+	for _, tc := range []struct {
+		from, svc, node string
+		outcome         traffic.Outcome
+		want            string
+	}{
+		// internalTrafficPolicy Local: only the client's node's endpoints.
+		{"probe-1", "default/node-local:http", "", traffic.Answered, "10.244.1.2:8080 (src 10.244.1.3)"},
+		{"probe-3", "default/node-local:http", "", traffic.Timeout, ""},
+		// externalTrafficPolicy Local from outside: local endpoints, client address kept;
+		// none on node-3.
+		{"lb", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.100)"},
+		{"lb", "default/edge:http", "node-3", traffic.Timeout, ""},
+		// A pod on node-3 to node-1's Local NodePort: short-circuited to every
+		// endpoint unmasqueraded; api-2's replies bypass node-1.
+		{"probe-3", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 10.244.3.3); others time out"},
+		// Terminating but serving: kube-proxy falls back to it.
+		{"lb", "default/draining:", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
+		// Affinity: one of the backends.
+		{"probe-1", "default/sticky:", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
+	} {
+		e := expectFor(t, top, tc.from, tc.svc, tc.node)
+		if e.Outcome != tc.outcome || (tc.want != "" && e.String() != tc.want) {
+			t.Errorf("%s -> %s (node %q): %s %q, want %s %q", tc.from, tc.svc, tc.node, e.Outcome, e.String(), tc.outcome, tc.want)
+		}
+		if e.Why == "" {
+			t.Errorf("%s -> %s: no reason given", tc.from, tc.svc)
+		}
+	}
+}
+
+func TestNoEndpointsRefused(t *testing.T) {
+	top := mustLoad(t, "../../topologies/web.yaml")
+	for i := range top.Pods {
+		if top.Pods[i].Labels["app"] == "web" {
+			top.Pods[i].Ready = false
+		}
+	}
+	if e := expectFor(t, top, "client", "default/web:http", ""); e.Outcome != traffic.Refused || !strings.Contains(e.Why, "reject") {
+		t.Errorf("no ready endpoints: %s (%s), want refused", e.Outcome, e.Why)
+	}
+}
+
+// The attempt bound: the chance that k uniformly picked endpoints of n are not all
+// seen must stay under missRate.
+func TestAttemptsFor(t *testing.T) {
+	for _, tc := range []struct{ k, n int }{{1, 1}, {2, 2}, {3, 3}, {5, 5}, {1, 2}, {10, 10}} {
+		a := attemptsFor(tc.k, tc.n)
+		miss := float64(tc.k) * math.Pow(1-1/float64(tc.n), float64(a))
+		if tc.n > 1 && miss > missRate {
+			t.Errorf("attemptsFor(%d, %d) = %d: miss chance %g > %g", tc.k, tc.n, a, miss, missRate)
+		}
+	}
+	if attemptsFor(2, 2) != 21 {
+		t.Errorf("attemptsFor(2, 2) = %d, want 21", attemptsFor(2, 2))
+	}
+}
+
+func TestICMPBudgetPaces(t *testing.T) {
+	b := newICMPBudget()
+	client := netip.MustParseAddr("10.244.1.5")
+	for i := 0; i < icmpBurst; i++ {
+		b.spend(client)
+	}
+	if b.tokens[client] >= 1 {
+		t.Fatalf("after a burst of %d the budget still has %.2f", icmpBurst, b.tokens[client])
+	}
+}
