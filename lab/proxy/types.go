@@ -134,3 +134,21 @@ func (v Version) AtLeast(major, minor int) bool {
 }
 
 func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
+
+// AsSeenBy is the port as kube-proxy release v sees it. Releases before 1.24 (the
+// KUBE-XLB layout svclab reproduces for them) proxied ready endpoints only, with no
+// fallback to terminating ones, and knew no internalTrafficPolicy.
+func (sp ServicePort) AsSeenBy(v Version) ServicePort {
+	if v.AtLeast(1, 24) {
+		return sp
+	}
+	sp.InternalLocal = false
+	var ready []Endpoint
+	for _, e := range sp.Endpoints {
+		if e.Ready {
+			ready = append(ready, e)
+		}
+	}
+	sp.Endpoints = ready
+	return sp
+}

@@ -131,7 +131,9 @@ func (m *model) masqAddr(d string, e proxy.Endpoint) netip.Addr {
 // from, or for a NodePort the node it is addressed to), which endpoints the policy
 // chain holds there, whether KUBE-MARK-MASQ marks it, and whether the replies come
 // back through the translating node.
-func (m *model) expectIPTables(src Source, sp *proxy.ServicePort, tgt Target) Expectation {
+func (m *model) expectIPTables(src Source, port *proxy.ServicePort, tgt Target) Expectation {
+	seen := port.AsSeenBy(m.cluster.Version)
+	sp := &seen
 	if src.Kind == "client" && tgt.Node == "" {
 		return Expectation{Outcome: traffic.Unreachable, Why: "ClusterIPs are not routed outside the cluster"}
 	}

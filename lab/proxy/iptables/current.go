@@ -81,26 +81,13 @@ func externalPolicyLocal(sp *proxy.ServicePort) bool {
 	return sp.ExternalLocal && externallyAccessible(sp)
 }
 
-// categorize is proxy.Categorize with the port's use of Cluster and Local endpoints
-// as kube-proxy decides it: Cluster endpoints whenever internalTrafficPolicy is
-// Cluster or the port is reachable from outside (the external Local chain
-// short-circuits pod and node traffic to them), Local ones whenever some policy is
-// Local. proxy.ServicePort's UsesClusterEndpoints answers false for a NodePort with
-// both policies Local, where kube-proxy answers true; the copy handed to
-// Categorize is adjusted so its answers are kube-proxy's.
-func categorize(sp *proxy.ServicePort, node string) proxy.Categorized {
-	c := *sp
-	c.ExternalLocal = !sp.InternalLocal && externalPolicyLocal(sp)
-	return proxy.Categorize(&c, node)
-}
-
 func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct bool) {
 	v := c.Version
 	n := namesOf(sp, v)
 	svc := sp.Name.NamespacedName()
 	proto := n.protocol
 	port := strconv.Itoa(sp.Port)
-	cat := categorize(sp, c.Node.Name)
+	cat := proxy.Categorize(sp, c.Node.Name)
 
 	usesClusterChain := len(cat.Cluster) > 0 && (!sp.InternalLocal || externallyAccessible(sp))
 	usesLocalChain := len(cat.Local) > 0 && (sp.InternalLocal || externalPolicyLocal(sp))
