@@ -172,6 +172,36 @@ var _ = Describe("Conntrack", func() {
 			})
 			dumpOnFailure(&l)
 
+			if m.name == "ipvs" {
+				// IPVS differs: kube-proxy deletes a UDP real server at once (UDP has
+				// no graceful termination), and with net.ipv4.vs.expire_nodest_conn=1
+				// the kernel (5.9 and later) expires the IPVS connections that went
+				// to it, deleting their conntrack entries as it does for every
+				// connection it expires (net.ipv4.vs.conntrack=1). The next datagram
+				// is scheduled anew.
+				It("moves a UDP flow off a removed endpoint even without conntrack cleanup: IPVS expires its connections and their conntrack entries itself", func() {
+					d := dial(l, "client", "UDP", "10.96.0.10:53", time.Second)
+					d.SrcPort = 41000
+					r, err := traffic.Request(d)
+					Expect(err).NotTo(HaveOccurred())
+					old, oldIP := r.Pod, r.Addr.Addr()
+					Expect(entryFor(conntrackEntries(l, "node-1"), unix.IPPROTO_UDP, netip.AddrPortFrom(netip.MustParseAddr("10.244.1.5"), 41000))).NotTo(BeNil())
+					notReady(l, old)
+					// The kernel expires them from a work queue, just after the sync.
+					Eventually(func(g Gomega) {
+						for _, f := range conntrackEntries(l, "node-1") {
+							g.Expect(f.Forward.Protocol == unix.IPPROTO_UDP && f.Reverse.SrcIP.Equal(net.IP(oldIP.AsSlice()))).
+								To(BeFalse(), "a conntrack entry with replies from %s is left: %s", old, f)
+						}
+					}).WithTimeout(5 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+					for i := 0; i < 5; i++ {
+						r, err := traffic.Request(d)
+						Expect(err).NotTo(HaveOccurred())
+						Expect(r.Pod).NotTo(Equal(old), "IPVS schedules the flow anew")
+					}
+				})
+				return
+			}
 			It("keeps sending a UDP flow to a removed endpoint until its conntrack entries are deleted", func() {
 				d := dial(l, "client", "UDP", "10.96.0.10:53", time.Second)
 				d.SrcPort = 41000

@@ -18,6 +18,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	_ "github.com/svclab/svclab/lab/proxy/iptables"
+	_ "github.com/svclab/svclab/lab/proxy/ipvs"
 )
 
 func TestSpecs(t *testing.T) {

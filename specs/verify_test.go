@@ -21,6 +21,9 @@ var _ = Describe("svclab verify", Label("verify"), func() {
 		"httpd.yaml":    func() *topology.Topology { return shipped("httpd.yaml") },
 		"services lab":  func() *topology.Topology { return parse("services.yaml", servicesLab) },
 		"policies.yaml": func() *topology.Topology { return fromFile("testdata/policies.yaml") },
+		"policies-local.yaml": func() *topology.Topology {
+			return fromFile("testdata/policies-local.yaml")
+		},
 	}
 	for _, m := range modes {
 		for name, topo := range labs {

@@ -32,7 +32,7 @@ func (f *labFlags) register(fs *pflag.FlagSet, defaultMode string) {
 	fs.StringVar(&f.mode, "mode", defaultMode, "proxy mode: "+strings.Join(proxy.Modes(), ", "))
 	fs.StringVar(&f.backend, "backend", "", "iptables backend: nft (default) or legacy")
 	fs.StringVar(&f.apply, "apply", "", "how iptables rules are applied: partial (kube-proxy's partial sync, default from 1.27), full (every chain), changed (only chains that differ), per-rule (one iptables call per rule)")
-	fs.StringVar(&f.scheduler, "scheduler", "", "IPVS scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq")
+	fs.StringVar(&f.scheduler, "scheduler", "", "IPVS scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq, mh")
 	fs.StringVar(&f.version, "kube-proxy-version", "", "kube-proxy release whose rules to reproduce, e.g. 1.18 (default: the topology's, else "+proxy.DefaultVersion.String()+")")
 	fs.BoolVar(&f.masqueradeAll, "masquerade-all", false, "kube-proxy's --masquerade-all: SNAT all traffic to ClusterIPs")
 	fs.BoolVar(&f.noCleanup, "no-conntrack-cleanup", false, "do not delete stale UDP conntrack entries after endpoint changes")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	_ "github.com/svclab/svclab/lab/proxy/iptables" // registers mode "iptables"
+	_ "github.com/svclab/svclab/lab/proxy/ipvs"     // registers mode "ipvs"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -47,7 +48,7 @@ the built-in web.yaml is used.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
-		newRulesCommand(), newVerifyCommand(), newVMCommand())
+		newRulesCommand(), newVerifyCommand(), newVMCommand(), newBenchCommand())
 	err := root.Execute()
 	if err == nil {
 		return

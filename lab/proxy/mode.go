@@ -42,7 +42,8 @@ type Options struct {
 	// "changed" (only chains whose rules differ) or "per-rule" (the naive way: one
 	// iptables call per rule).
 	Apply string
-	// Scheduler is the IPVS scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq.
+	// Scheduler is the IPVS scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq,
+	// mh.
 	Scheduler string
 	// NoConntrackCleanup turns off deleting stale UDP conntrack entries after a sync,
 	// to show what happens without it.

@@ -51,6 +51,8 @@ var guestTools = []guestTool{
 	{name: "ip", dir: "usr/bin"},
 	{name: "ss", dir: "usr/bin"},
 	{name: "tc", dir: "usr/sbin"},
+	// curl, as the seeds use it and as `svclab exec ... -- curl` does in the specs.
+	{name: "curl", dir: "usr/bin"},
 	{name: "dash", dir: "usr/bin", links: []string{"sh"}},
 	{name: "bash", dir: "usr/bin"},
 }

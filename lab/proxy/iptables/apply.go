@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
 // writeRestore writes rs with one iptables-restore, choosing the chains as the
@@ -34,14 +35,14 @@ func (p *Proxier) writeRestore(rs *Ruleset, ports []proxy.ServicePort, full bool
 		// in large clusters (1.25 and later) where iptables-save is slow and stale
 		// chains harmless: there once per sync period.
 		ts := time.Now()
-		out, err := p.run.save("nat")
+		out, err := p.run.Save("nat")
 		p.stats.Save = time.Since(ts)
 		if err != nil {
 			return err
 		}
 		nat := rs.Table("nat")
 		var gone []string
-		for _, name := range chainsIn(out) {
+		for _, name := range xtables.ChainsIn(out) {
 			if isServiceChain(name) && nat.Chain(name) == nil {
 				gone = append(gone, name)
 			}
@@ -69,7 +70,7 @@ func (p *Proxier) writeRestore(rs *Ruleset, ports []proxy.ServicePort, full bool
 		return nil
 	}
 	t = time.Now()
-	err := p.run.restore(input)
+	err := p.run.Restore(input)
 	p.stats.Write = time.Since(t)
 	return err
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
 func init() {
@@ -51,7 +52,7 @@ func Render(t proxy.Target, o proxy.Options, ports []proxy.ServicePort) (string,
 // Available tells whether the default (nft) and legacy backends are installed.
 func Available() error {
 	for _, name := range []string{"nft", "legacy"} {
-		if err := backends[name].check(); err != nil {
+		if err := xtables.Backends[name].Check(); err != nil {
 			return err
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
 // newNodeNS creates a throwaway network namespace ("svclab-t-" and a random
@@ -66,7 +67,7 @@ func saved(t testing.TB, backend, path string) string {
 	t.Helper()
 	var out strings.Builder
 	for _, table := range []string{"filter", "nat"} {
-		b, err := namespaces.Output(nsName(path), backends[backend].save, "-t", table)
+		b, err := namespaces.Output(nsName(path), xtables.Backends[backend].Save, "-t", table)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
 // Ways of writing the rules (proxy.Options.Apply).
@@ -87,13 +87,13 @@ type Proxier struct {
 	apply  string
 	noCT   bool
 	cfg    Config
-	be     backend
+	be     xtables.Backend
 
 	ns   cnins.NetNS
 	nsh  netns.NsHandle
 	nl   *netlink.Handle
 	acct *nfacct
-	run  *runner
+	run  *xtables.Runner
 	ipt  *goiptables.IPTables
 
 	mu          sync.Mutex
@@ -106,10 +106,10 @@ type Proxier struct {
 }
 
 // validate reads the options this mode knows.
-func validate(t proxy.Target, o proxy.Options) (backend, string, error) {
-	be, err := backendFor(o.Backend)
+func validate(t proxy.Target, o proxy.Options) (xtables.Backend, string, error) {
+	be, err := xtables.BackendFor(o.Backend)
 	if err != nil {
-		return backend{}, "", err
+		return xtables.Backend{}, "", err
 	}
 	apply := o.Apply
 	if apply == "" {
@@ -123,10 +123,10 @@ func validate(t proxy.Target, o proxy.Options) (backend, string, error) {
 	switch apply {
 	case ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule:
 	default:
-		return backend{}, "", fmt.Errorf("iptables apply method %q: want %s, %s, %s or %s", o.Apply, ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule)
+		return xtables.Backend{}, "", fmt.Errorf("iptables apply method %q: want %s, %s, %s or %s", o.Apply, ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule)
 	}
 	if o.Scheduler != "" {
-		return backend{}, "", fmt.Errorf("iptables mode has no scheduler (got %q); schedulers are IPVS's", o.Scheduler)
+		return xtables.Backend{}, "", fmt.Errorf("iptables mode has no scheduler (got %q); schedulers are IPVS's", o.Scheduler)
 	}
 	return be, apply, nil
 }
@@ -148,7 +148,7 @@ func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
 	if t.NetNS == "" {
 		return nil, errors.New("iptables proxier: no node network namespace (svclab never programs its own)")
 	}
-	if err := be.check(); err != nil {
+	if err := be.Check(); err != nil {
 		return nil, err
 	}
 	if t.RunDir != "" {
@@ -157,7 +157,7 @@ func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
 		}
 	}
 	p := &Proxier{target: t, apply: apply, noCT: o.NoConntrackCleanup, cfg: ConfigFor(t), be: be,
-		run: newRunner(be, t.RunDir), needFull: true}
+		run: xtables.NewRunner(be, t.RunDir), needFull: true}
 	if err := p.open(); err != nil {
 		p.Close()
 		return nil, fmt.Errorf("node %s: %w", t.Node.Name, err)
@@ -185,14 +185,14 @@ func (p *Proxier) open() error {
 	if p.apply == ApplyPerRule {
 		// go-iptables runs the program with this process's environment, so the
 		// per-rule mode takes the default xtables lock (see runner).
-		if p.ipt, err = goiptables.New(goiptables.Path(p.be.iptables), goiptables.Timeout(5)); err != nil {
-			return fmt.Errorf("go-iptables %s: %w", p.be.iptables, err)
+		if p.ipt, err = goiptables.New(goiptables.Path(p.be.IPTables), goiptables.Timeout(5)); err != nil {
+			return fmt.Errorf("go-iptables %s: %w", p.be.IPTables, err)
 		}
 	}
 	// kube-proxy reads this once at start: with the kernel's liberal TCP window
 	// tracking there are no INVALID packets to drop.
 	return p.ns.Do(func(cnins.NetNS) error {
-		liberal, err := readSysctl("net/netfilter/nf_conntrack_tcp_be_liberal")
+		liberal, err := xtables.ReadSysctl("net/netfilter/nf_conntrack_tcp_be_liberal")
 		if err == nil {
 			p.cfg.ConntrackTCPLiberal = liberal != "0"
 		}
@@ -252,8 +252,8 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		(p.apply == ApplyPartial && p.cfg.Version.AtLeast(1, 33) && time.Since(p.lastFull) > fullSyncPeriod &&
 			!(p.last.LargeCluster && p.cfg.Version.AtLeast(1, 36)))
 	p.stats = SyncStats{Apply: p.apply, Full: full}
-	p.run.commands, p.run.ctx = 0, ctx
-	defer func() { p.run.ctx = context.Background() }()
+	p.run.Commands, p.run.Ctx = 0, ctx
+	defer func() { p.run.Ctx = context.Background() }()
 
 	var rs *Ruleset
 	err := p.ns.Do(func(cnins.NetNS) error {
@@ -261,7 +261,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		rs, err = p.syncInNamespace(ports, full)
 		return err
 	})
-	p.stats.Commands += p.run.commands
+	p.stats.Commands += p.run.Commands
 	if err != nil {
 		// As kube-proxy: what the kernel holds is unknown now, so the next sync
 		// writes everything.
@@ -326,7 +326,7 @@ func (p *Proxier) setup() error {
 	// packets to 127.0.0.0/8 after DNAT only with route_localnet. Before 1.26
 	// kube-proxy set it unconditionally, since then whenever localhost NodePorts
 	// are on. The sysctl is per namespace: only the node's is touched.
-	if err := ensureSysctl("net/ipv4/conf/all/route_localnet", "1"); err != nil {
+	if err := xtables.EnsureSysctl("net/ipv4/conf/all/route_localnet", "1"); err != nil {
 		return err
 	}
 	if p.acct != nil {
@@ -355,38 +355,17 @@ func (p *Proxier) setup() error {
 // ensure carries out one step as kube-proxy's EnsureChain and EnsureRule do.
 func (p *Proxier) ensure(s Step) error {
 	if s.Rule == nil {
-		// -N fails with status 1 when the chain exists, which is fine.
-		_, err := p.run.test("-N", s.Chain, "-t", s.Table)
-		return err
+		return p.run.EnsureChain(s.Table, s.Chain)
+	}
+	if !s.Append {
+		return p.run.EnsureRule(s.Table, s.Chain, s.Rule)
 	}
 	args := append([]string{s.Chain, "-t", s.Table}, s.Rule...)
-	there, err := p.run.test(append([]string{"-C"}, args...)...)
+	there, err := p.run.Test(append([]string{"-C"}, args...)...)
 	if err != nil || there {
 		return err
 	}
-	op := "-I"
-	if s.Append {
-		op = "-A"
-	}
-	return p.run.do(append([]string{op}, args...)...)
-}
-
-// readSysctl reads a sysctl of the calling thread's network namespace.
-func readSysctl(key string) (string, error) {
-	b, err := os.ReadFile("/proc/sys/" + key)
-	return strings.TrimSpace(string(b)), err
-}
-
-// ensureSysctl writes a sysctl of the calling thread's network namespace unless it
-// has the value already.
-func ensureSysctl(key, value string) error {
-	if cur, err := readSysctl(key); err == nil && cur == value {
-		return nil
-	}
-	if err := os.WriteFile("/proc/sys/"+key, []byte(value), 0o644); err != nil {
-		return fmt.Errorf("sysctl %s=%s: %w", strings.ReplaceAll(key, "/", "."), value, err)
-	}
-	return nil
+	return p.run.Do(append([]string{"-A"}, args...)...)
 }
 
 // clonePorts copies ports deep enough that a caller changing its endpoints in place

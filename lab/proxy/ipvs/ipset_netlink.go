@@ -1,0 +1,71 @@
+package ipvs
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// ipsetSocket adds and deletes ipset entries over nfnetlink. vishvananda/netlink's
+// IpsetAdd sends a protocol with every port, which a bitmap:port set (the
+// NodePort sets) refuses; this sends each attribute a set type takes, as the ipset
+// program does.
+type ipsetSocket struct {
+	sh *nl.SocketHandle
+}
+
+// openIPSetSocket opens an nfnetlink socket inside the namespace ns.
+func openIPSetSocket(ns netns.NsHandle) (*ipsetSocket, error) {
+	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, err
+	}
+	return &ipsetSocket{sh: &nl.SocketHandle{Socket: s}}, nil
+}
+
+func (s *ipsetSocket) Close() {
+	if s != nil && s.sh != nil {
+		s.sh.Close()
+	}
+}
+
+func (s *ipsetSocket) addDel(cmd int, set ipsetDef, e *netlink.IPSetEntry) error {
+	req := nl.NewNetlinkRequest(cmd|(unix.NFNL_SUBSYS_IPSET<<8), nl.GetIpsetFlags(cmd))
+	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: s.sh}
+	req.AddData(&nl.Nfgenmsg{NfgenFamily: uint8(unix.AF_NETLINK), Version: nl.NFNETLINK_V0})
+	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_PROTOCOL, nl.Uint8Attr(nl.IPSET_PROTOCOL)))
+	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(set.name)))
+	data := nl.NewRtAttr(nl.IPSET_ATTR_DATA|int(nl.NLA_F_NESTED), nil)
+	if e.IP != nil {
+		ip := nl.NewRtAttr(nl.IPSET_ATTR_IPADDR_IPV4|int(nl.NLA_F_NET_BYTEORDER), e.IP.To4())
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_IP|int(nl.NLA_F_NESTED), ip.Serialize()))
+	}
+	if e.Port != nil {
+		if set.typ != bitmapPort && e.Protocol != nil {
+			data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PROTO, nl.Uint8Attr(*e.Protocol)))
+		}
+		buf := make([]byte, 2)
+		binary.BigEndian.PutUint16(buf, *e.Port)
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT|int(nl.NLA_F_NET_BYTEORDER), buf))
+	}
+	if e.IP2 != nil {
+		ip := nl.NewRtAttr(nl.IPSET_ATTR_IPADDR_IPV4|int(nl.NLA_F_NET_BYTEORDER), e.IP2.To4())
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_IP2|int(nl.NLA_F_NESTED), ip.Serialize()))
+	}
+	req.AddData(data)
+	_, err := req.Execute(unix.NETLINK_NETFILTER, 0)
+	var errno syscall.Errno
+	if errors.As(err, &errno) && int(errno) >= nl.IPSET_ERR_PRIVATE {
+		return nl.IPSetError(uintptr(errno))
+	}
+	if err != nil {
+		return fmt.Errorf("ipset netlink: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package ipvs
+
+import (
+	"fmt"
+	"strings"
+)
+
+// chain is one chain kube-proxy's IPVS mode owns.
+type chain struct{ table, name string }
+
+// chains are created (iptables -N) on every sync and declared, so flushed and
+// rewritten, in every iptables-restore, in kube-proxy's order (iptablesChains).
+var chains = []chain{
+	{"nat", "KUBE-SERVICES"},
+	{"nat", "KUBE-POSTROUTING"},
+	{"nat", "KUBE-NODE-PORT"},
+	{"nat", "KUBE-LOAD-BALANCER"},
+	{"nat", "KUBE-MARK-MASQ"},
+	{"filter", "KUBE-FORWARD"},
+	{"filter", "KUBE-NODE-PORT"},
+	{"filter", "KUBE-PROXY-FIREWALL"},
+	{"filter", "KUBE-SOURCE-RANGES-FIREWALL"},
+	{"filter", "KUBE-IPVS-FILTER"},
+	{"filter", "KUBE-IPVS-OUT-FILTER"},
+}
+
+// jump is a rule kube-proxy keeps first in a built-in chain (iptablesJumpChain):
+// `-m comment --comment COMMENT -j TO`, inserted unless `iptables -C` finds it.
+type jump struct{ table, from, to, comment string }
+
+var jumps = []jump{
+	{"nat", "OUTPUT", "KUBE-SERVICES", "kubernetes service portals"},
+	{"nat", "PREROUTING", "KUBE-SERVICES", "kubernetes service portals"},
+	{"nat", "POSTROUTING", "KUBE-POSTROUTING", "kubernetes postrouting rules"},
+	{"filter", "FORWARD", "KUBE-FORWARD", "kubernetes forwarding rules"},
+	{"filter", "INPUT", "KUBE-NODE-PORT", "kubernetes health check rules"},
+	{"filter", "INPUT", "KUBE-PROXY-FIREWALL", "kube-proxy firewall rules"},
+	{"filter", "FORWARD", "KUBE-PROXY-FIREWALL", "kube-proxy firewall rules"},
+	{"filter", "INPUT", "KUBE-IPVS-FILTER", "kubernetes ipvs access filter"},
+	{"filter", "OUTPUT", "KUBE-IPVS-OUT-FILTER", "kubernetes ipvs access filter"},
+}
+
+func (j jump) rule() []string {
+	return []string{"-m", "comment", "--comment", j.comment, "-j", j.to}
+}
+
+// setJump is a rule matching one ipset, written only while the set has entries
+// (ipsetWithIptablesChain). The local NodePort sets come before the others of
+// their protocol: their RETURN keeps Local NodePorts from being marked.
+type setJump struct {
+	set, table, from, to, match, protocol string
+}
+
+var setJumps = []setJump{
+	{setLoopBack, "nat", "KUBE-POSTROUTING", "MASQUERADE", "dst,dst,src", ""},
+	{setLoadBalancer, "nat", "KUBE-SERVICES", "KUBE-LOAD-BALANCER", "dst,dst", ""},
+	{setLoadBalancerLocal, "nat", "KUBE-LOAD-BALANCER", "RETURN", "dst,dst", ""},
+	{setNodePortLocalTCP, "nat", "KUBE-NODE-PORT", "RETURN", "dst", "tcp"},
+	{setNodePortTCP, "nat", "KUBE-NODE-PORT", "KUBE-MARK-MASQ", "dst", "tcp"},
+	{setNodePortLocalUDP, "nat", "KUBE-NODE-PORT", "RETURN", "dst", "udp"},
+	{setNodePortUDP, "nat", "KUBE-NODE-PORT", "KUBE-MARK-MASQ", "dst", "udp"},
+	{setNodePortLocalSCTP, "nat", "KUBE-NODE-PORT", "RETURN", "dst,dst", "sctp"},
+	{setNodePortSCTP, "nat", "KUBE-NODE-PORT", "KUBE-MARK-MASQ", "dst,dst", "sctp"},
+	{setLoadBalancerFW, "filter", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "dst,dst", ""},
+	{setLoadBalancerSrcCIDR, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "RETURN", "dst,dst,src", ""},
+	{setLoadBalancerSrcIP, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "RETURN", "dst,dst,src", ""},
+}
+
+// Restore is the iptables-restore input kube-proxy 1.37's IPVS mode writes on every
+// sync (with --noflush: only its own chains are flushed and rewritten) for a node
+// whose ipsets hold sets. Its rules depend on which sets have entries, not on how
+// many: a thousand Services write the same few rules as one.
+func Restore(c Config, sets map[string][]string) string {
+	var nat, filter []string
+	w := func(dst *[]string, args ...string) { *dst = append(*dst, joinRule(args)) }
+	comment := func(set string) string { return quote(ipsetByName(set).comment) }
+	nonEmpty := func(set string) bool { return len(sets[set]) > 0 }
+
+	w(&nat, "-A", "KUBE-SERVICES", "-s", "127.0.0.0/8", "-j", "RETURN")
+	for _, sj := range setJumps {
+		if !nonEmpty(sj.set) {
+			continue
+		}
+		args := []string{"-A", sj.from}
+		if sj.protocol != "" {
+			args = append(args, "-p", sj.protocol)
+		}
+		args = append(args, "-m", "comment", "--comment", comment(sj.set), "-m", "set", "--match-set", sj.set, sj.match, "-j", sj.to)
+		if sj.table == "filter" {
+			w(&filter, args...)
+		} else {
+			w(&nat, args...)
+		}
+	}
+	if nonEmpty(setClusterIP) {
+		args := []string{"-A", "KUBE-SERVICES", "-m", "comment", "--comment", comment(setClusterIP), "-m", "set", "--match-set", setClusterIP}
+		switch {
+		case c.MasqueradeAll:
+			args = append(args, "dst,dst", "-j", "KUBE-MARK-MASQ")
+		case c.ClusterCIDR.IsValid():
+			// Traffic to a ClusterIP from outside the cluster CIDR (a node's own
+			// processes, whose source is the VIP itself; routed outside clients)
+			// is masqueraded.
+			args = append(args, "dst,dst", "!", "-s", c.ClusterCIDR.String(), "-j", "KUBE-MARK-MASQ")
+		default:
+			// Without a way to tell pods apart: masquerade what a node sends from
+			// a VIP to a VIP.
+			args = append(args, "src,dst", "-j", "KUBE-MARK-MASQ")
+		}
+		w(&nat, args...)
+	}
+	w(&nat, "-A", "KUBE-SERVICES", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "KUBE-NODE-PORT")
+	w(&nat, "-A", "KUBE-LOAD-BALANCER", "-j", "KUBE-MARK-MASQ")
+	w(&filter, "-A", "KUBE-SOURCE-RANGES-FIREWALL", "-j", "DROP")
+	// acceptIPVSTraffic: ClusterIP (and LB) traffic stops here, untouched by rules
+	// further down the built-in chains.
+	for _, s := range []string{setClusterIP, setLoadBalancer} {
+		if nonEmpty(s) {
+			w(&nat, "-A", "KUBE-SERVICES", "-m", "set", "--match-set", s, "dst,dst", "-j", "ACCEPT")
+		}
+	}
+	mark := c.masqueradeMark()
+	w(&filter, "-A", "KUBE-FORWARD", "-m", "comment", "--comment", quote("kubernetes forwarding rules"), "-m", "mark", "--mark", mark+"/"+mark, "-j", "ACCEPT")
+	w(&filter, "-A", "KUBE-FORWARD", "-m", "comment", "--comment", quote("kubernetes forwarding conntrack rule"), "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
+	w(&filter, "-A", "KUBE-NODE-PORT", "-m", "comment", "--comment", comment(setHealthCheckNodePort), "-m", "set", "--match-set", setHealthCheckNodePort, "dst", "-j", "ACCEPT")
+	// KUBE-IPVS-FILTER (kubernetes#72236): a VIP is a local address, so without
+	// this every port of the node would answer on it; only Service ports may.
+	for _, s := range []string{setLoadBalancer, setClusterIP, setExternalIP, setExternalIPLocal} {
+		w(&filter, "-A", "KUBE-IPVS-FILTER", "-m", "set", "--match-set", s, "dst,dst", "-j", "RETURN")
+	}
+	w(&filter, "-A", "KUBE-IPVS-FILTER", "-m", "set", "--match-set", setHealthCheckNodePort, "dst", "-j", "RETURN")
+	w(&filter, "-A", "KUBE-IPVS-FILTER", "-m", "conntrack", "--ctstate", "NEW", "-m", "set", "--match-set", setIPVSIPs, "dst", "-j", "REJECT")
+	w(&nat, "-A", "KUBE-POSTROUTING", "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN")
+	// Clear the mark so a packet that goes through the stack again is not
+	// masqueraded twice.
+	w(&nat, "-A", "KUBE-POSTROUTING", "-j", "MARK", "--xor-mark", mark)
+	w(&nat, "-A", "KUBE-POSTROUTING", "-m", "comment", "--comment", quote("kubernetes service traffic requiring SNAT"), "-j", "MASQUERADE", "--random-fully")
+	w(&nat, "-A", "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", mark)
+
+	var b strings.Builder
+	for _, table := range []string{"nat", "filter"} {
+		b.WriteString("*" + table + "\n")
+		for _, ch := range chains {
+			if ch.table == table {
+				fmt.Fprintf(&b, ":%s - [0:0]\n", ch.name)
+			}
+		}
+		rules := nat
+		if table == "filter" {
+			rules = filter
+		}
+		for _, r := range rules {
+			b.WriteString(r + "\n")
+		}
+		b.WriteString("COMMIT\n")
+	}
+	return b.String()
+}
+
+// quote puts an argument in double quotes, as kube-proxy writes comments into
+// iptables-restore input.
+func quote(s string) string { return `"` + s + `"` }
+
+func joinRule(args []string) string { return strings.Join(args, " ") }
+
+// setupSteps are the single iptables calls kube-proxy makes before each
+// iptables-restore, printed as commands.
+func setupSteps() []string {
+	var out []string
+	for _, c := range chains {
+		out = append(out, fmt.Sprintf("iptables -t %s -N %s", c.table, c.name))
+	}
+	for _, j := range jumps {
+		out = append(out, fmt.Sprintf("iptables -t %s -I %s -m comment --comment %s -j %s", j.table, j.from, quote(j.comment), j.to))
+	}
+	return out
+}

@@ -1,0 +1,217 @@
+// Package xtables runs the iptables programs of one backend (nft or legacy) inside a
+// node's network namespace, the way kube-proxy's iptables wrapper does: -w for the
+// lock, iptables-restore --noflush --counters, EnsureChain and EnsureRule. Both the
+// iptables and the IPVS modes use it.
+package xtables
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+// Backend names the programs of one iptables backend.
+type Backend struct {
+	Name                    string
+	IPTables, Restore, Save string
+}
+
+// Backends are the two backends of iptables 1.8.
+var Backends = map[string]Backend{
+	"nft":    {Name: "nft", IPTables: "iptables-nft", Restore: "iptables-nft-restore", Save: "iptables-nft-save"},
+	"legacy": {Name: "legacy", IPTables: "iptables-legacy", Restore: "iptables-legacy-restore", Save: "iptables-legacy-save"},
+}
+
+// BackendFor returns the backend called name; "" is nft.
+func BackendFor(name string) (Backend, error) {
+	if name == "" {
+		name = "nft"
+	}
+	b, ok := Backends[name]
+	if !ok {
+		return Backend{}, fmt.Errorf("iptables backend %q: want nft or legacy", name)
+	}
+	return b, nil
+}
+
+// Check tells whether every program of the backend is installed.
+func (b Backend) Check() error {
+	var missing []string
+	for _, p := range []string{b.IPTables, b.Restore, b.Save} {
+		if _, err := exec.LookPath(p); err != nil {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("iptables %s backend: %s not found: install iptables (scripts/setup.sh)", b.Name, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// WaitSeconds is kube-proxy's -w: how long an iptables program waits for the
+// xtables lock before it gives up.
+const WaitSeconds = "5"
+
+// Runner runs the backend's programs. Its methods must be called on a thread that
+// is in the node's network namespace (inside ns.Do): a child process starts in the
+// namespace of the thread that forks it.
+type Runner struct {
+	Backend Backend
+	// Commands counts the programs run, for sync statistics.
+	Commands int
+	// Ctx is the context of the sync under way; cancelling it kills the program
+	// running. Nil means context.Background.
+	Ctx context.Context
+	// env is the environment of every program: the process's own plus
+	// XTABLES_LOCKFILE.
+	//
+	// iptables-legacy serialises every change through a lock file,
+	// /run/xtables.lock by default, shared by all network namespaces although each
+	// has its own tables, so two labs (or two nodes of one lab) wait for each
+	// other. iptables 1.8.9 takes the path from XTABLES_LOCKFILE (checked: a held
+	// lock there makes iptables-legacy -w 1 give up after a second, and one held on
+	// /run/xtables.lock no longer matters); pointing it into the lab's run directory
+	// keeps the lock per lab while every program touching the lab's tables still
+	// agrees on it. iptables-nft takes no lock at all (nf_tables changes are
+	// transactions), so the variable changes nothing there.
+	env []string
+}
+
+// NewRunner makes a runner whose lock file lives in runDir ("" keeps the default).
+func NewRunner(b Backend, runDir string) *Runner {
+	env := os.Environ()
+	if runDir != "" {
+		env = append(env, "XTABLES_LOCKFILE="+filepath.Join(runDir, "xtables.lock"))
+	}
+	return &Runner{Backend: b, env: env}
+}
+
+// Run runs program with args, feeding it stdin, and returns its standard output.
+func (r *Runner) Run(stdin []byte, program string, args ...string) ([]byte, error) {
+	ctx := r.Ctx
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	cmd := exec.CommandContext(ctx, program, args...)
+	cmd.Env = r.env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
+	}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	r.Commands++
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(stderr.String())
+		var exit *exec.ExitError
+		if errors.As(err, &exit) && msg != "" {
+			return nil, fmt.Errorf("%s %s: %w: %s", program, strings.Join(args, " "), err, msg)
+		}
+		return nil, fmt.Errorf("%s %s: %w", program, strings.Join(args, " "), err)
+	}
+	return stdout.Bytes(), nil
+}
+
+// Restore runs iptables-restore as kube-proxy does: waiting for the lock, leaving
+// chains it does not name alone (--noflush), taking counters from the input.
+func (r *Runner) Restore(input []byte) error {
+	_, err := r.Run(input, r.Backend.Restore, "-w", WaitSeconds, "--noflush", "--counters")
+	if err != nil {
+		return fmt.Errorf("%w\n%s", err, excerpt(input, err))
+	}
+	return nil
+}
+
+// Save returns iptables-save of one table.
+func (r *Runner) Save(table string) ([]byte, error) {
+	return r.Run(nil, r.Backend.Save, "-t", table)
+}
+
+// Test runs an iptables command whose exit status 1 means "no" rather than
+// failure: -C (the rule is missing) and -N (the chain exists already).
+func (r *Runner) Test(args ...string) (bool, error) {
+	_, err := r.Run(nil, r.Backend.IPTables, append([]string{"-w", WaitSeconds}, args...)...)
+	var exit *exec.ExitError
+	if errors.As(err, &exit) && exit.ExitCode() == 1 {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Do runs one iptables command that must succeed.
+func (r *Runner) Do(args ...string) error {
+	_, err := r.Run(nil, r.Backend.IPTables, append([]string{"-w", WaitSeconds}, args...)...)
+	return err
+}
+
+// EnsureChain is kube-proxy's EnsureChain: iptables -N, where the chain being
+// there already is no error.
+func (r *Runner) EnsureChain(table, chain string) error {
+	_, err := r.Test("-N", chain, "-t", table)
+	return err
+}
+
+// EnsureRule is kube-proxy's EnsureRule(Prepend): insert the rule first in chain
+// unless iptables -C finds it.
+func (r *Runner) EnsureRule(table, chain string, rule []string) error {
+	there, err := r.Test(append([]string{"-C", chain, "-t", table}, rule...)...)
+	if err != nil || there {
+		return err
+	}
+	return r.Do(append([]string{"-I", chain, "-t", table}, rule...)...)
+}
+
+// excerpt points at the input line iptables-restore complains about ("line N
+// failed"), so an error says which rule was refused.
+func excerpt(input []byte, err error) string {
+	var line int
+	msg := err.Error()
+	i := strings.Index(msg, "line ")
+	if i < 0 {
+		return ""
+	}
+	if _, serr := fmt.Sscanf(msg[i:], "line %d", &line); serr != nil || line < 1 {
+		return ""
+	}
+	lines := strings.Split(string(input), "\n")
+	if line > len(lines) {
+		return ""
+	}
+	return fmt.Sprintf("input line %d: %s", line, lines[line-1])
+}
+
+// ChainsIn lists the chains an iptables-save of one table declares.
+func ChainsIn(save []byte) []string {
+	var chains []string
+	for _, l := range strings.Split(string(save), "\n") {
+		if strings.HasPrefix(l, ":") {
+			if f := strings.Fields(l[1:]); len(f) > 0 {
+				chains = append(chains, f[0])
+			}
+		}
+	}
+	return chains
+}
+
+// ReadSysctl reads a sysctl ("net/ipv4/ip_forward") of the calling thread's
+// network namespace.
+func ReadSysctl(key string) (string, error) {
+	b, err := os.ReadFile("/proc/sys/" + key)
+	return strings.TrimSpace(string(b)), err
+}
+
+// EnsureSysctl sets a sysctl of the calling thread's network namespace unless it
+// has the value already, as kube-proxy's EnsureSysctl.
+func EnsureSysctl(key, value string) error {
+	if cur, err := ReadSysctl(key); err == nil && cur == value {
+		return nil
+	}
+	if err := os.WriteFile("/proc/sys/"+key, []byte(value), 0o644); err != nil {
+		return fmt.Errorf("sysctl %s=%s: %w", strings.ReplaceAll(key, "/", "."), value, err)
+	}
+	return nil
+}

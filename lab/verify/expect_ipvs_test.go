@@ -1,0 +1,124 @@
+package verify
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// expectIPVSFor is the IPVS expectation of one flow in topology top: from a member
+// to a Service port ("namespace/name:port"), at its ClusterIP or, with node set, at
+// that node's NodePort.
+func expectIPVSFor(t *testing.T, top *topology.Topology, from, svc, node string) Expectation {
+	t.Helper()
+	m := newModel(top, proxy.Cluster{ClusterCIDR: top.ClusterCIDR, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion})
+	var src Source
+	for _, n := range top.Nodes {
+		if n.Name == from {
+			src = Source{Name: n.Name, Kind: "node", IP: n.IP, Node: n.Name}
+		}
+	}
+	for _, p := range top.Pods {
+		if p.Name == from {
+			src = Source{Name: p.Name, Kind: "pod", IP: p.IP, Node: p.Node}
+		}
+	}
+	for _, c := range top.Clients {
+		if c.Name == from {
+			src = Source{Name: c.Name, Kind: "client", IP: c.IP}
+		}
+	}
+	if src.Name == "" {
+		t.Fatalf("no member %s", from)
+	}
+	for _, sp := range proxy.FromObjects(top.Services, top.EndpointSlices()) {
+		if sp.Name.NamespacedName()+":"+sp.Name.Port != svc {
+			continue
+		}
+		tgt := Target{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}
+		if node != "" {
+			n, _ := top.Node(node)
+			tgt = Target{Node: node, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))}
+		}
+		return expectations["ipvs"](m, src, &sp, tgt)
+	}
+	t.Fatalf("no service port %s", svc)
+	return Expectation{}
+}
+
+func TestExpectIPVSWeb(t *testing.T) {
+	web := mustLoad(t, "../../topologies/web.yaml")
+	for _, tc := range []struct{ from, node, want string }{
+		{"client", "", "10.244.1.10:8080 (src 10.244.1.5), 10.244.2.10:8080 (src 10.244.1.5)"},
+		// KUBE-LOOP-BACK masquerades the hairpin; the other backend sees the pod.
+		{"web-a", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 10.244.1.10)"},
+		// A node's connection to a ClusterIP leaves from the ClusterIP itself,
+		// outside the cluster CIDR: marked, masqueraded to cni0 or eth0.
+		{"node-1", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"},
+		{"outside", "", "unreachable"},
+		{"outside", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
+		{"client", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
+	} {
+		if got := expectIPVSFor(t, web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
+			t.Errorf("%s -> web (node %q): %s, want %s", tc.from, tc.node, got, tc.want)
+		}
+	}
+}
+
+// TestExpectIPVSPolicies holds the model to the places where IPVS mode differs
+// from iptables mode.
+func TestExpectIPVSPolicies(t *testing.T) {
+	top := mustLoad(t, "../../specs/testdata/policies.yaml")
+	for _, tc := range []struct {
+		from, svc, node string
+		outcome         traffic.Outcome
+		want            string
+	}{
+		// internalTrafficPolicy Local without a local endpoint: a virtual server
+		// without real servers refuses (iptables mode drops).
+		{"probe-1", "default/node-local:http", "", traffic.Answered, "10.244.1.2:8080 (src 10.244.1.3)"},
+		{"probe-3", "default/node-local:http", "", traffic.Refused, ""},
+		{"node-3", "default/node-local:http", "", traffic.Refused, ""},
+		// externalTrafficPolicy Local from outside: the local endpoint, client
+		// address kept; node-3 has none, and its virtual server sends to the
+		// others without masquerade: their replies bypass node-3.
+		{"lb", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.100)"},
+		{"lb", "default/edge:http", "node-3", traffic.Timeout, ""},
+		// The same from a pod on node-3 answers (kubernetes#97081): replies to a pod
+		// come back through its node.
+		{"probe-3", "default/edge:http", "node-3", traffic.Answered, "10.244.1.2:8080 (src 10.244.3.3), 10.244.2.2:8080 (src 10.244.3.3)"},
+		// ...and from node-3 itself, replies being addressed to it.
+		{"node-3", "default/edge:http", "node-3", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.13), 10.244.2.2:8080 (src 192.168.7.13)"},
+		// No short circuit for pods: node-1's virtual server holds its local
+		// endpoint only (iptables mode sends a pod to any endpoint).
+		{"probe-3", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 10.244.3.3)"},
+		// A node reaching its own Local NodePort is not masqueraded.
+		{"node-1", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.11)"},
+		// Terminating but serving: kube-proxy falls back to it.
+		{"lb", "default/draining:", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
+		// Affinity: one of the backends.
+		{"probe-1", "default/sticky:", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
+	} {
+		e := expectIPVSFor(t, top, tc.from, tc.svc, tc.node)
+		if e.Outcome != tc.outcome || (tc.want != "" && e.String() != tc.want) {
+			t.Errorf("%s -> %s (node %q): %s %q, want %s %q", tc.from, tc.svc, tc.node, e.Outcome, e.String(), tc.outcome, tc.want)
+		}
+		if e.Why == "" {
+			t.Errorf("%s -> %s: no reason given", tc.from, tc.svc)
+		}
+	}
+}
+
+func TestExpectIPVSMasqueradeAll(t *testing.T) {
+	web := mustLoad(t, "../../topologies/web.yaml")
+	m := newModel(web, proxy.Cluster{ClusterCIDR: web.ClusterCIDR, MasqueradeAll: true})
+	sp := proxy.FromObjects(web.Services, web.EndpointSlices())[0]
+	src := Source{Name: "client", Kind: "pod", IP: netip.MustParseAddr("10.244.1.5"), Node: "node-1"}
+	got := m.expectIPVS(src, &sp, Target{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}).String()
+	if want := "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"; got != want {
+		t.Errorf("masquerade-all: %s, want %s", got, want)
+	}
+}
