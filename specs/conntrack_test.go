@@ -73,6 +73,17 @@ func entryFor(flows []*netlink.ConntrackFlow, proto uint8, src netip.AddrPort) *
 	return nil
 }
 
+// established opens a long-lived TCP connection from the client pod to the web
+// Service and returns it with its first reply. It is closed when the spec ends.
+func established(l *lab.Lab) (*traffic.Conn, traffic.Reply) {
+	c, err := traffic.Open(dial(l, "client", "TCP", "10.96.0.10:80", 2*time.Second))
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	DeferCleanup(c.Close)
+	r, err := c.Ask()
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return c, r
+}
+
 // notReady takes a pod out of its Services the way a failing readiness probe does:
 // the pod and its connections stay up.
 func notReady(l *lab.Lab, pod string) {
@@ -89,11 +100,7 @@ var _ = Describe("Conntrack", func() {
 			dumpOnFailure(&l)
 
 			It("answers from the ClusterIP (reverse NAT), with the entry on the client's node showing both sides", func() {
-				c, err := traffic.Open(dial(l, "client", "TCP", "10.96.0.10:80", 2*time.Second))
-				Expect(err).NotTo(HaveOccurred())
-				defer c.Close()
-				r, err := c.Ask()
-				Expect(err).NotTo(HaveOccurred())
+				c, r := established(l)
 				// The socket is connected to the ClusterIP: the kernel accepted the
 				// SYN-ACK only because conntrack rewrote its source back to it.
 				Expect(c.Remote()).To(Equal(netip.MustParseAddrPort("10.96.0.10:80")))
@@ -107,11 +114,7 @@ var _ = Describe("Conntrack", func() {
 			})
 
 			It("keeps an established TCP connection on its endpoint after the endpoint leaves the Service, while new connections avoid it", func() {
-				c, err := traffic.Open(dial(l, "client", "TCP", "10.96.0.10:80", 2*time.Second))
-				Expect(err).NotTo(HaveOccurred())
-				defer c.Close()
-				r, err := c.Ask()
-				Expect(err).NotTo(HaveOccurred())
+				c, r := established(l)
 				old := r.Pod
 				notReady(l, old)
 				for i := 0; i < 5; i++ {
@@ -127,26 +130,18 @@ var _ = Describe("Conntrack", func() {
 			})
 
 			It("times out an established connection once its backend pod is deleted: nothing answers, no reset", func() {
-				c, err := traffic.Open(dial(l, "client", "TCP", "10.96.0.10:80", 2*time.Second))
-				Expect(err).NotTo(HaveOccurred())
-				defer c.Close()
-				r, err := c.Ask()
-				Expect(err).NotTo(HaveOccurred())
+				c, r := established(l)
 				Expect(l.DeletePod(ctx(), "default/"+r.Pod, false)).To(Succeed())
 				// The entry still sends the flow to the old pod address, where no
 				// interface is left to answer or to reset.
-				_, err = c.Ask()
+				_, err := c.Ask()
 				Expect(traffic.Classify(err)).To(Equal(traffic.Timeout), "%v", err)
 			})
 
 			It("tells a graceful pod deletion apart: the server closes, the client reads end of stream", func() {
-				c, err := traffic.Open(dial(l, "client", "TCP", "10.96.0.10:80", 2*time.Second))
-				Expect(err).NotTo(HaveOccurred())
-				defer c.Close()
-				r, err := c.Ask()
-				Expect(err).NotTo(HaveOccurred())
+				c, r := established(l)
 				Expect(l.DeletePod(ctx(), "default/"+r.Pod, true)).To(Succeed())
-				_, err = c.Ask()
+				_, err := c.Ask()
 				Expect(traffic.Classify(err)).To(Equal(traffic.Reset), "%v", err)
 			})
 

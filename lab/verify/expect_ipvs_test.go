@@ -5,49 +5,8 @@ import (
 	"testing"
 
 	"github.com/svclab/svclab/lab/proxy"
-	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
-
-// expectIPVSFor is the IPVS expectation of one flow in topology top: from a member
-// to a Service port ("namespace/name:port"), at its ClusterIP or, with node set, at
-// that node's NodePort.
-func expectIPVSFor(t *testing.T, top *topology.Topology, from, svc, node string) Expectation {
-	t.Helper()
-	m := newModel(top, proxy.Cluster{ClusterCIDR: top.ClusterCIDR, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion})
-	var src Source
-	for _, n := range top.Nodes {
-		if n.Name == from {
-			src = Source{Name: n.Name, Kind: "node", IP: n.IP, Node: n.Name}
-		}
-	}
-	for _, p := range top.Pods {
-		if p.Name == from {
-			src = Source{Name: p.Name, Kind: "pod", IP: p.IP, Node: p.Node}
-		}
-	}
-	for _, c := range top.Clients {
-		if c.Name == from {
-			src = Source{Name: c.Name, Kind: "client", IP: c.IP}
-		}
-	}
-	if src.Name == "" {
-		t.Fatalf("no member %s", from)
-	}
-	for _, sp := range proxy.FromObjects(top.Services, top.EndpointSlices()) {
-		if sp.Name.NamespacedName()+":"+sp.Name.Port != svc {
-			continue
-		}
-		tgt := Target{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}
-		if node != "" {
-			n, _ := top.Node(node)
-			tgt = Target{Node: node, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))}
-		}
-		return expectations["ipvs"](m, src, &sp, tgt)
-	}
-	t.Fatalf("no service port %s", svc)
-	return Expectation{}
-}
 
 func TestExpectIPVSWeb(t *testing.T) {
 	web := mustLoad(t, "../../topologies/web.yaml")
@@ -62,7 +21,7 @@ func TestExpectIPVSWeb(t *testing.T) {
 		{"outside", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
 		{"client", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
 	} {
-		if got := expectIPVSFor(t, web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
+		if got := expectFor(t, "ipvs", web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
 			t.Errorf("%s -> web (node %q): %s, want %s", tc.from, tc.node, got, tc.want)
 		}
 	}
@@ -102,7 +61,7 @@ func TestExpectIPVSPolicies(t *testing.T) {
 		// Affinity: one of the backends.
 		{"probe-1", "default/sticky:", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
 	} {
-		e := expectIPVSFor(t, top, tc.from, tc.svc, tc.node)
+		e := expectFor(t, "ipvs", top, tc.from, tc.svc, tc.node)
 		if e.Outcome != tc.outcome || (tc.want != "" && e.String() != tc.want) {
 			t.Errorf("%s -> %s (node %q): %s %q, want %s %q", tc.from, tc.svc, tc.node, e.Outcome, e.String(), tc.outcome, tc.want)
 		}

@@ -25,8 +25,10 @@ func mustLoad(t *testing.T, path string) *topology.Topology {
 	return top
 }
 
-// expectFor is the iptables expectation of one flow in topology top.
-func expectFor(t *testing.T, top *topology.Topology, from, svc string, node string) Expectation {
+// expectFor is mode's expectation of one flow in topology top: from a member to a
+// Service port ("namespace/name:port"), at its ClusterIP or, with node set, at that
+// node's NodePort.
+func expectFor(t *testing.T, mode string, top *topology.Topology, from, svc, node string) Expectation {
 	t.Helper()
 	m := newModel(top, proxy.Cluster{ClusterCIDR: top.ClusterCIDR, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion})
 	var src Source
@@ -45,6 +47,9 @@ func expectFor(t *testing.T, top *topology.Topology, from, svc string, node stri
 			src = Source{Name: c.Name, Kind: "client", IP: c.IP}
 		}
 	}
+	if src.Name == "" {
+		t.Fatalf("no member %s", from)
+	}
 	for _, sp := range proxy.FromObjects(top.Services, top.EndpointSlices()) {
 		if sp.Name.NamespacedName()+":"+sp.Name.Port != svc {
 			continue
@@ -54,7 +59,7 @@ func expectFor(t *testing.T, top *topology.Topology, from, svc string, node stri
 			n, _ := top.Node(node)
 			tgt = Target{Node: node, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))}
 		}
-		return m.expectIPTables(src, &sp, tgt)
+		return expectations[mode](m, src, &sp, tgt)
 	}
 	t.Fatalf("no service port %s", svc)
 	return Expectation{}
@@ -73,7 +78,7 @@ func TestExpectIPTablesWeb(t *testing.T) {
 		{"outside", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
 		{"client", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
 	} {
-		if got := expectFor(t, web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
+		if got := expectFor(t, "iptables", web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
 			t.Errorf("%s -> web (node %q): %s, want %s", tc.from, tc.node, got, tc.want)
 		}
 	}
@@ -101,7 +106,7 @@ func TestExpectIPTablesPolicies(t *testing.T) {
 		// Affinity: one of the backends.
 		{"probe-1", "default/sticky:", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
 	} {
-		e := expectFor(t, top, tc.from, tc.svc, tc.node)
+		e := expectFor(t, "iptables", top, tc.from, tc.svc, tc.node)
 		if e.Outcome != tc.outcome || (tc.want != "" && e.String() != tc.want) {
 			t.Errorf("%s -> %s (node %q): %s %q, want %s %q", tc.from, tc.svc, tc.node, e.Outcome, e.String(), tc.outcome, tc.want)
 		}
@@ -118,7 +123,7 @@ func TestNoEndpointsRefused(t *testing.T) {
 			top.Pods[i].Ready = false
 		}
 	}
-	if e := expectFor(t, top, "client", "default/web:http", ""); e.Outcome != traffic.Refused || !strings.Contains(e.Why, "reject") {
+	if e := expectFor(t, "iptables", top, "client", "default/web:http", ""); e.Outcome != traffic.Refused || !strings.Contains(e.Why, "reject") {
 		t.Errorf("no ready endpoints: %s (%s), want refused", e.Outcome, e.Why)
 	}
 }
