@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/bench"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/vm"
+)
+
+// benchFlags are `svclab bench`'s flags; lists are comma-separated.
+type benchFlags struct {
+	services, endpoints     string
+	vmServices, vmEndpoints string
+	modes, methods          string
+	backends                string
+	reps, minReps           int
+	budget, perRuleCap      time.Duration
+	coldCap, deadline       time.Duration
+	out                     string
+	quick, noVM, vmOnly     bool
+	vmTimeout               time.Duration
+	vmMemory                int
+}
+
+// defaultVMMemory is the guest's memory: iptables-restore of a large table
+// needs room besides the rules.
+const defaultVMMemory = 4096
+
+func newBenchCommand() *cobra.Command {
+	var f benchFlags
+	host, guest := bench.DefaultConfig(bench.WhereHost), bench.DefaultConfig(bench.WhereVM)
+	cmd := &cobra.Command{
+		Use:   "bench [--services LIST] [--endpoints LIST] [--modes LIST] [--reps N] [--out DIR] [--quick]",
+		Short: "Measure rule-update and data-path latency as Services grow: iptables against IPVS",
+		Long: `Program one lab node with N synthetic Services of E endpoints each and measure, for every
+proxy mode and method: the cold sync; changing one Service's endpoints and adding one
+Service with N present (the sync, and the network-programming latency: from the start
+of the update to the first TCP connection through the changed Service that succeeds,
+a new connection attempted every millisecond from a pod); the TCP handshake to the first
+and the last Service and to a pod without NAT; rule counts and kernel memory; and
+svclab's own cost against a bare iptables-restore of the same input.
+
+IPVS needs a kernel with ip_vs. When this kernel lacks it, the modes are compared in
+svclab's VM (all of them in the same guest kernel) and the iptables part also runs
+natively; the two are reported apart, never mixed: DIR/vm and DIR/host each hold
+results.csv (a row per measurement), machine.json, summary.md and plots/*.png, and
+DIR/summary.md shows both.
+
+The default run finishes within 15 minutes on a 2-core machine: each part has a
+deadline, each update a time budget (repetitions stop early in slow cells, never
+below --min-reps unless one repetition alone exceeds the budget), iptables sizes whose
+cold sync would pass --cold-cap are not run, and the per-rule method stops where a sync
+would pass --per-rule-cap; the summary's notes list every such cut. Flags left unset
+take the part's defaults (the VM part's differ where the flag says). Progress goes to
+stderr.
+Timings are never pass/fail: the exit status says whether the run completed and its
+output has the expected shape.`,
+		Example: `  svclab bench --quick --out /tmp/bench
+  svclab bench --out docs/bench
+  svclab bench --modes iptables --services 100,1000 --endpoints 2 --no-vm
+  svclab bench --deadline 0 --budget 60s --reps 20 --out /tmp/bench-long   # everything, for hours`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runBench(cmd, f)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&f.services, "services", joinInts(host.Services), "numbers of Services (N), comma-separated")
+	fs.StringVar(&f.endpoints, "endpoints", joinInts(host.Endpoints), fmt.Sprintf("endpoints per Service (E), comma-separated (VM part: %s)", joinInts(guest.Endpoints)))
+	fs.StringVar(&f.vmServices, "vm-services", "", "N for the part run in the VM, if not --services")
+	fs.StringVar(&f.vmEndpoints, "vm-endpoints", "", "E for the part run in the VM, if not --endpoints")
+	fs.StringVar(&f.modes, "modes", strings.Join(host.Modes, ","), "proxy modes, comma-separated: "+strings.Join(proxy.Modes(), ", "))
+	fs.StringVar(&f.methods, "methods", strings.Join(host.Methods, ","), fmt.Sprintf("iptables methods, comma-separated (VM part: %s)", strings.Join(guest.Methods, ",")))
+	fs.StringVar(&f.backends, "backends", strings.Join(host.Backends, ","), "iptables backends, comma-separated (quick VM part: nft)")
+	fs.IntVar(&f.reps, "reps", host.Reps, "repetitions of each update")
+	fs.IntVar(&f.minReps, "min-reps", host.MinReps, "fewest repetitions of an update when its budget runs out")
+	fs.DurationVar(&f.budget, "budget", host.CellBudget, fmt.Sprintf("time the repetitions of one update at one size may take, 0 for no limit (VM part: %s)", guest.CellBudget))
+	fs.DurationVar(&f.coldCap, "cold-cap", host.ColdCap, fmt.Sprintf("longest iptables cold sync; larger sizes of that curve are not run, 0 for no cap (VM part: %s)", guest.ColdCap))
+	fs.DurationVar(&f.perRuleCap, "per-rule-cap", host.PerRuleCap, fmt.Sprintf("longest predicted sync the per-rule method is run for (VM part: %s)", guest.PerRuleCap))
+	fs.DurationVar(&f.deadline, "deadline", host.Deadline, fmt.Sprintf("time for one part; steps not started by then are not run, 0 for none (VM part: %s)", guest.Deadline))
+	fs.StringVar(&f.out, "out", "svclab-bench", "directory for the results")
+	fs.BoolVar(&f.quick, "quick", false, "smoke run in about a minute: small sizes, few repetitions (flags given explicitly still apply)")
+	fs.BoolVar(&f.noVM, "no-vm", false, "never use svclab's VM: every mode must run on this kernel")
+	fs.BoolVar(&f.vmOnly, "vm-only", false, "run only the part in svclab's VM")
+	fs.DurationVar(&f.vmTimeout, "vm-timeout", 40*time.Minute, "hard limit for the VM part, boot included")
+	fs.IntVar(&f.vmMemory, "vm-memory", defaultVMMemory, "guest memory in MiB")
+	return cmd
+}
+
+// benchConfig is one part's configuration: the part's defaults (quick or
+// not), overridden by the flags given explicitly.
+func benchConfig(fs *pflag.FlagSet, f benchFlags, where string) (bench.Config, error) {
+	c := bench.DefaultConfig(where)
+	if f.quick {
+		c = bench.QuickConfig(where)
+	}
+	vmPart := where == bench.WhereVM && !inGuest()
+	var err error
+	switch {
+	case vmPart && f.vmServices != "":
+		c.Services, err = intList("vm-services", f.vmServices)
+	case fs.Changed("services"):
+		c.Services, err = intList("services", f.services)
+	}
+	if err != nil {
+		return c, err
+	}
+	switch {
+	case vmPart && f.vmEndpoints != "":
+		c.Endpoints, err = intList("vm-endpoints", f.vmEndpoints)
+	case fs.Changed("endpoints"):
+		c.Endpoints, err = intList("endpoints", f.endpoints)
+	}
+	if err != nil {
+		return c, err
+	}
+	if fs.Changed("modes") {
+		c.Modes = splitList(f.modes)
+	}
+	if fs.Changed("methods") {
+		c.Methods = splitList(f.methods)
+	}
+	if fs.Changed("backends") {
+		c.Backends = splitList(f.backends)
+	}
+	if fs.Changed("reps") {
+		c.Reps = f.reps
+	}
+	if fs.Changed("min-reps") {
+		c.MinReps = f.minReps
+	}
+	if fs.Changed("budget") {
+		c.CellBudget = f.budget
+	}
+	if fs.Changed("cold-cap") {
+		c.ColdCap = f.coldCap
+	}
+	if fs.Changed("per-rule-cap") {
+		c.PerRuleCap = f.perRuleCap
+	}
+	if fs.Changed("deadline") {
+		c.Deadline = f.deadline
+	}
+	c.Log = os.Stderr
+	return c, c.Validate()
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func intList(name, s string) ([]int, error) {
+	var out []int
+	for _, p := range splitList(s) {
+		n, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("--%s: %q is not a number", name, p)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// inGuest tells whether this process runs in svclab's VM.
+func inGuest() bool { return os.Getenv("SVCLAB_VM") == "1" }
+
+func runBench(cmd *cobra.Command, f benchFlags) error {
+	fs := cmd.Flags()
+	if err := lab.CheckPrivileges(); err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	command := "svclab " + strings.Join(os.Args[1:], " ")
+
+	if inGuest() {
+		// The part run in the VM writes a plain report directory (the host
+		// collects /out as DIR/vm).
+		c, err := benchConfig(fs, f, bench.WhereVM)
+		if err != nil {
+			return usage(err)
+		}
+		if err := runBenchPart(ctx, c, f.out, command); err != nil {
+			return err
+		}
+		return bench.CheckOutput(f.out)
+	}
+
+	modes := splitList(f.modes)
+	var native, missing []string
+	for _, m := range modes {
+		mode, err := proxy.Lookup(m)
+		if err != nil {
+			return usage(err)
+		}
+		if err := mode.Available(); err != nil {
+			missing = append(missing, m)
+			continue
+		}
+		native = append(native, m)
+	}
+	useVM := len(missing) > 0 || f.vmOnly
+	if useVM && f.noVM {
+		return usage(fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(missing, ", ")))
+	}
+	if f.vmOnly && f.noVM {
+		return usage(errors.New("--vm-only and --no-vm contradict each other"))
+	}
+	// A part left from an earlier run must not be shown as this run's.
+	for _, p := range append(slices.Clone(bench.Parts), bench.SummaryFile) {
+		if err := os.RemoveAll(filepath.Join(f.out, p)); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
+		return err
+	}
+	if !useVM {
+		// Every mode runs here: one part, on this kernel.
+		c, err := benchConfig(fs, f, bench.WhereHost)
+		if err != nil {
+			return usage(err)
+		}
+		if err := runBenchPart(ctx, c, filepath.Join(f.out, bench.WhereHost), command); err != nil {
+			return err
+		}
+		return finishBench(f.out, command)
+	}
+	// Check both configurations before spending any time. The VM part compares
+	// every mode asked for (or the defaults).
+	vmConf, err := benchConfig(fs, f, bench.WhereVM)
+	if err != nil {
+		return usage(fmt.Errorf("VM part: %w", err))
+	}
+	var hostConf bench.Config
+	hostModes := slices.DeleteFunc(slices.Clone(native), func(m string) bool { return f.vmOnly })
+	if len(hostModes) > 0 {
+		if hostConf, err = benchConfig(fs, f, bench.WhereHost); err != nil {
+			return usage(fmt.Errorf("host part: %w", err))
+		}
+		hostConf.Modes = hostModes
+	}
+	why := "--vm-only"
+	if len(missing) > 0 {
+		why = "this kernel cannot run " + strings.Join(missing, ", ")
+	}
+	fmt.Fprintf(os.Stderr, "svclab: %s: comparing %s in svclab's VM (one guest kernel), then %s natively; reported apart\n",
+		why, strings.Join(vmConf.Modes, ", "), orNone(hostModes))
+	// A failed VM part does not stop the host part (unless the run was
+	// stopped): what it measures is reported, and the run still fails.
+	vmErr := runBenchInVM(ctx, f, vmConf, command)
+	if vmErr != nil && ctx.Err() != nil {
+		return vmErr
+	}
+	if len(hostModes) > 0 {
+		if err := runBenchPart(ctx, hostConf, filepath.Join(f.out, bench.WhereHost), command); err != nil {
+			return errors.Join(vmErr, err)
+		}
+	}
+	if vmErr != nil {
+		if _, err := os.Stat(filepath.Join(f.out, bench.WhereVM, bench.ResultsFile)); err == nil {
+			vmErr = errors.Join(vmErr, bench.Combine(f.out, command))
+		}
+		return vmErr
+	}
+	return finishBench(f.out, command)
+}
+
+func orNone(v []string) string {
+	if len(v) == 0 {
+		return "nothing"
+	}
+	return strings.Join(v, ", ")
+}
+
+// runBenchPart runs one part on this kernel and writes its report directory. A
+// run that failed part-way still writes what it measured, then fails.
+func runBenchPart(ctx context.Context, c bench.Config, dir, command string) error {
+	rep, err := bench.Run(ctx, c)
+	if rep == nil {
+		return err
+	}
+	rep.Command = command
+	if werr := rep.Write(dir); werr != nil {
+		return errors.Join(err, werr)
+	}
+	fmt.Fprintf(os.Stderr, "svclab: bench (%s) wrote %s in %s\n", c.Where, dir, rep.Elapsed.Round(time.Second))
+	return err
+}
+
+// runBenchInVM runs the VM part: this binary, `bench` with the VM part's
+// settings, in svclab's VM; the guest's /out becomes DIR/vm.
+func runBenchInVM(ctx context.Context, f benchFlags, c bench.Config, command string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	// Every setting is passed explicitly: the guest must not pick its own.
+	args := []string{"svclab", "bench", "--out", "/out",
+		"--services", joinInts(c.Services), "--endpoints", joinInts(c.Endpoints),
+		"--modes", strings.Join(c.Modes, ","), "--methods", strings.Join(c.Methods, ","),
+		"--backends", strings.Join(c.Backends, ","),
+		"--reps", strconv.Itoa(c.Reps), "--min-reps", strconv.Itoa(c.MinReps),
+		"--budget", c.CellBudget.String(), "--per-rule-cap", c.PerRuleCap.String(),
+		"--cold-cap", c.ColdCap.String(), "--deadline", c.Deadline.String()}
+	if f.quick {
+		args = append(args, "--quick")
+	}
+	dir := filepath.Join(f.out, bench.WhereVM)
+	loadStart := bench.LoadAvg()
+	res, err := vm.Execute(ctx, vm.Config{
+		Command: args,
+		Files:   map[string]string{"bin/svclab": self},
+		OutDir:  dir, Timeout: f.vmTimeout, MemoryMiB: f.vmMemory,
+		Stdout: os.Stdout, Stderr: os.Stderr, Log: os.Stderr,
+	})
+	if err != nil {
+		return fmt.Errorf("svclab's VM: %w", err)
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("bench in svclab's VM exited %d", res.ExitCode)
+	}
+	// The guest cannot know how it was run: record the accelerator and the
+	// command given on the host.
+	rep, err := bench.Load(dir)
+	if err != nil {
+		return fmt.Errorf("VM part: %w", err)
+	}
+	rep.Machine.Accel = res.Accel
+	rep.Machine.HostLoad = loadStart + " at the start, " + bench.LoadAvg() + " at the end"
+	rep.Command = command + "  (in the VM: " + strings.Join(args, " ") + ")"
+	return rep.Write(dir)
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// finishBench writes the combined summary and checks the output's shape.
+func finishBench(out, command string) error {
+	if err := bench.Combine(out, command); err != nil {
+		return err
+	}
+	if err := bench.CheckOutput(out); err != nil {
+		return fmt.Errorf("bench output in %s is incomplete:\n%w", out, err)
+	}
+	fmt.Fprintf(os.Stderr, "svclab: bench results in %s (summary: %s)\n", out, filepath.Join(out, bench.SummaryFile))
+	return nil
+}

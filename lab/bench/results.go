@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+)
+
+// Row is one measurement. Mode is the proxy mode ("iptables", "ipvs"); Method how
+// the rules are written (iptables: full, partial, changed, per-rule; IPVS:
+// netlink); Backend the iptables backend ("nft", "legacy"; empty for IPVS);
+// Services and Endpoints are N and E; Rep numbers repeated samples of one
+// metric from 0.
+type Row struct {
+	Mode      string
+	Method    string
+	Backend   string
+	Services  int
+	Endpoints int
+	Metric    string
+	Rep       int
+	Value     float64
+	Unit      string
+}
+
+// CSVHeader is the first line of results.csv.
+var CSVHeader = []string{"mode", "method", "backend", "services", "endpoints", "metric", "rep", "value", "unit"}
+
+// Units.
+const (
+	unitSeconds = "s"
+	unitCount   = "count"
+	unitBytes   = "bytes"
+)
+
+// Results collects rows as they are measured. Safe for concurrent use.
+type Results struct {
+	mu   sync.Mutex
+	rows []Row
+}
+
+// Add appends one row.
+func (r *Results) Add(row Row) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rows = append(r.rows, row)
+}
+
+// Rows returns a copy of every row, in the order measured.
+func (r *Results) Rows() []Row {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]Row(nil), r.rows...)
+}
+
+// WriteCSV writes the header and every row.
+func WriteCSV(w io.Writer, rows []Row) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(CSVHeader); err != nil {
+		return err
+	}
+	for _, r := range rows {
+		rec := []string{r.Mode, r.Method, r.Backend, strconv.Itoa(r.Services), strconv.Itoa(r.Endpoints),
+			r.Metric, strconv.Itoa(r.Rep), strconv.FormatFloat(r.Value, 'g', 9, 64), r.Unit}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+// ReadCSV reads what WriteCSV wrote, checking the header and every field.
+func ReadCSV(rd io.Reader) ([]Row, error) {
+	cr := csv.NewReader(rd)
+	cr.FieldsPerRecord = len(CSVHeader)
+	head, err := cr.Read()
+	if err != nil {
+		return nil, fmt.Errorf("header: %w", err)
+	}
+	for i, h := range CSVHeader {
+		if head[i] != h {
+			return nil, fmt.Errorf("header column %d is %q, want %q", i+1, head[i], h)
+		}
+	}
+	var rows []Row
+	for line := 2; ; line++ {
+		rec, err := cr.Read()
+		if err == io.EOF {
+			return rows, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		r := Row{Mode: rec[0], Method: rec[1], Backend: rec[2], Metric: rec[5], Unit: rec[8]}
+		ints := []struct {
+			p    *int
+			text string
+		}{{&r.Services, rec[3]}, {&r.Endpoints, rec[4]}, {&r.Rep, rec[6]}}
+		for _, f := range ints {
+			if *f.p, err = strconv.Atoi(f.text); err != nil {
+				return nil, fmt.Errorf("line %d: %w", line, err)
+			}
+		}
+		if r.Value, err = strconv.ParseFloat(rec[7], 64); err != nil || math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
+			return nil, fmt.Errorf("line %d: value %q is not a finite number", line, rec[7])
+		}
+		rows = append(rows, r)
+	}
+}
+
+// writeCSVFile writes rows to path.
+func writeCSVFile(path string, rows []Row) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := WriteCSV(f, rows); err != nil {
+		f.Close()
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return f.Close()
+}

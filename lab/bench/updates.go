@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
+)
+
+// phase is one kind of update, repeated; name prefixes its metrics
+// (NAME_sync, NAME_programming, ...).
+type phase struct{ name string }
+
+var (
+	// phaseChange opens one more probe Service: its endpoints move from closed
+	// ports to open ones.
+	phaseChange = phase{name: "change"}
+	// phaseAdd adds one more Service backed by the real pods.
+	phaseAdd = phase{name: "add"}
+)
+
+// updates repeats both kinds of update with proxier p, which has st installed:
+// endpoint changes first, with exactly N Services present, then additions.
+func (r *runner) updates(ctx context.Context, nd *node, st *state, p proxy.Proxier, s subject, phases ...phase) error {
+	if len(phases) == 0 {
+		phases = []phase{phaseChange, phaseAdd}
+	}
+	for _, ph := range phases {
+		if r.outOfTime(s, group{s.mode, s.backend, st.n, st.e}) {
+			return nil
+		}
+		if err := r.repeat(ctx, nd, st, p, s, ph); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// repetitions decides whether repetition rep (0-based) of a cell that started at
+// start may run: always the first; then up to Reps while the cell's budget
+// lasts; and, budget or not, up to MinReps unless that would take more than
+// three budgets.
+func (r *runner) repetitions(rep int, start time.Time) bool {
+	if rep == 0 {
+		return true
+	}
+	if rep >= r.c.Reps {
+		return false
+	}
+	if r.c.CellBudget <= 0 {
+		return true
+	}
+	spent := time.Since(start)
+	next := spent + spent/time.Duration(rep)
+	if next <= r.c.CellBudget {
+		return true
+	}
+	return rep < r.c.MinReps && next <= 3*r.c.CellBudget
+}
+
+// repeat measures one kind of update up to Reps times: the sync's duration and
+// the network-programming latency seen by the prober.
+func (r *runner) repeat(ctx context.Context, nd *node, st *state, p proxy.Proxier, s subject, ph phase) error {
+	n, e := st.n, st.e
+	start := time.Now()
+	failed, rep := 0, 0
+	var lat []time.Duration
+	limit := r.c.Reps
+	if ph == phaseChange && len(st.probes) < limit {
+		limit = len(st.probes)
+		r.note("%s N=%d E=%d %s: only %d probe Services fit between the first and the last, so %d repetitions", s, n, e, ph.name, limit, limit)
+	}
+	for ; rep < limit && r.repetitions(rep, start); rep++ {
+		var next []proxy.ServicePort
+		var to netip.AddrPort
+		if ph == phaseAdd {
+			next, to = st.addService()
+		} else {
+			next, to = st.openProbe(rep)
+		}
+		if rep == 0 {
+			if err := r.mustNotAnswer(nd, to); err != nil {
+				return fmt.Errorf("%s before the update: %w", ph.name, err)
+			}
+		}
+		if err := nd.prober.drain(ctx); err != nil {
+			return err
+		}
+		sd, pr, perr, err := r.measureUpdate(ctx, nd, p, next, to)
+		if err != nil {
+			return fmt.Errorf("%s sync: %w", ph.name, err)
+		}
+		r.addDuration(s, n, e, ph.name+"_sync", rep, sd)
+		r.addParts(s, n, e, ph.name, rep, p)
+		if ss, ok := p.(syncStatser); ok {
+			r.add(s, n, e, ph.name+"_rules_written", rep, float64(ss.LastSync().RulesWritten), unitCount)
+		}
+		if perr != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			failed++
+			r.add(s, n, e, ph.name+"_failed", rep, 1, unitCount)
+			r.note("%s N=%d E=%d %s repetition %d: %v", s, n, e, ph.name, rep, perr)
+			continue
+		}
+		lat = append(lat, pr.Latency)
+		r.addDuration(s, n, e, ph.name+"_programming", rep, pr.Latency)
+		r.addDuration(s, n, e, ph.name+"_poll_interval", rep, pr.Interval)
+	}
+	if rep < r.c.Reps && rep < limit {
+		r.note("%s N=%d E=%d %s: %d of %d repetitions (one takes %s; cell budget %s)",
+			s, n, e, ph.name, rep, r.c.Reps, (time.Since(start) / time.Duration(rep)).Round(time.Millisecond), r.c.CellBudget)
+	}
+	r.logf("  %s %s: sync and programming over %d repetitions, programming p50 %s, %d failed", s, ph.name, rep, median(lat), failed)
+	return nil
+}
+
+// mustNotAnswer checks the premise of a latency measurement: before the update,
+// the changed Service does not take connections.
+func (r *runner) mustNotAnswer(nd *node, to netip.AddrPort) error {
+	var cerr error
+	err := namespaces.Do(nd.client, func() error {
+		_, cerr = connect(to, r.c.AttemptTimeout)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if cerr == nil {
+		return fmt.Errorf("%s already takes connections: the measurement would mean nothing", to)
+	}
+	return nil
+}
+
+// measureUpdate syncs next while the prober polls to, and returns the sync's
+// duration and the prober's result (perr when no connection succeeded within
+// Grace after the sync returned). err is the sync's own failure.
+func (r *runner) measureUpdate(ctx context.Context, nd *node, p proxy.Proxier, next []proxy.ServicePort, to netip.AddrPort) (sync time.Duration, pr probeResult, perr, err error) {
+	pctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type probed struct {
+		res probeResult
+		err error
+	}
+	probe := make(chan probed, 1)
+	start := time.Now()
+	go func() {
+		res, err := nd.prober.firstSuccess(pctx, to, start)
+		probe <- probed{res, err}
+	}()
+	sync, err = timedSync(ctx, p, next)
+	if err != nil {
+		cancel()
+		<-probe
+		return sync, pr, nil, err
+	}
+	grace := time.AfterFunc(r.c.Grace, cancel)
+	defer grace.Stop()
+	got := <-probe
+	if errors.Is(got.err, context.Canceled) && ctx.Err() == nil {
+		got.err = fmt.Errorf("%s: %w within %s after the sync returned (%d attempts)", to, errNeverAnswered, r.c.Grace, got.res.Attempts)
+	}
+	return sync, got.res, got.err, nil
+}
