@@ -92,18 +92,21 @@ type Config struct {
 // connections.
 func DefaultConfig(where string) Config {
 	c := Config{
-		Name:           "bench",
-		Services:       []int{100, 1000, 5000, 10000},
-		Endpoints:      []int{2, 10},
-		Modes:          []string{"iptables", "ipvs"},
-		Methods:        []string{MethodFull, MethodPartial, MethodChanged, MethodPerRule},
-		Backends:       []string{"nft", "legacy"},
-		Reps:           20,
-		MinReps:        3,
-		CellBudget:     6 * time.Second,
-		PerRuleCap:     8 * time.Second,
-		ColdCap:        40 * time.Second,
-		Deadline:       420 * time.Second,
+		Name:       "bench",
+		Services:   []int{100, 1000, 5000, 10000},
+		Endpoints:  []int{2, 10},
+		Modes:      []string{"iptables", "ipvs"},
+		Methods:    []string{MethodFull, MethodPartial, MethodChanged, MethodPerRule},
+		Backends:   []string{"nft", "legacy"},
+		Reps:       20,
+		MinReps:    3,
+		CellBudget: 6 * time.Second,
+		PerRuleCap: 8 * time.Second,
+		ColdCap:    40 * time.Second,
+		// Eight minutes on the host leaves room for nft at 10000×2 (a cold
+		// sync of about 20 s, three minutes for the step) beside the VM part's
+		// five and a half within the 15-minute default run.
+		Deadline:       480 * time.Second,
 		OverheadPairs:  3,
 		Connects:       200,
 		ProbeInterval:  time.Millisecond,

@@ -3,55 +3,40 @@ package bench
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy/iptables"
+	xt "github.com/svclab/svclab/lab/proxy/xtables"
 )
 
 // Tables kube-proxy writes to (mangle holds only its canary chain).
 var kubeTables = []string{"filter", "nat", "mangle"}
 
-// xtables runs one backend's programs inside the node's namespace, with the lock
-// file the lab's proxiers use (see the iptables package's runner), so the bench's
-// own calls and the proxier's never race and other labs are not held up.
+// xtables runs one backend's programs inside the node's namespace through the
+// runner the lab's proxiers use, with the same lock file, so the bench's own
+// calls and the proxier's never race and other labs are not held up.
 type xtables struct {
-	backend string
-	ns      string
-	env     []string
+	ns string
+	r  *xt.Runner
 }
 
-func newXtables(backend, ns, runDir string) xtables {
-	return xtables{backend: backend, ns: ns, env: append(os.Environ(), "XTABLES_LOCKFILE="+filepath.Join(runDir, "xtables.lock"))}
+func newXtables(backend, ns, runDir string) (xtables, error) {
+	b, err := xt.BackendFor(backend)
+	if err != nil {
+		return xtables{}, err
+	}
+	return xtables{ns: ns, r: xt.NewRunner(b, runDir)}, nil
 }
 
-func (x xtables) program(suffix string) string { return "iptables-" + x.backend + suffix }
-
-// run runs program in the node's namespace; cancelling ctx kills it.
-func (x xtables) run(ctx context.Context, stdin []byte, program string, args ...string) ([]byte, error) {
-	var out []byte
-	err := namespaces.Do(x.ns, func() error {
-		cmd := exec.CommandContext(ctx, program, args...)
-		cmd.Env = x.env
-		if stdin != nil {
-			cmd.Stdin = bytes.NewReader(stdin)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		var err error
-		out, err = cmd.Output()
-		if err != nil {
-			return fmt.Errorf("%s %s: %w: %s", program, strings.Join(args, " "), err, bytes.TrimSpace(stderr.Bytes()))
-		}
-		return nil
+// do runs f on a thread in the node's namespace; cancelling ctx kills the
+// program f runs.
+func (x xtables) do(ctx context.Context, f func(r *xt.Runner) error) error {
+	return namespaces.Do(x.ns, func() error {
+		x.r.Ctx = ctx
+		return f(x.r)
 	})
-	return out, err
 }
 
 // wipe flushes every chain of kube-proxy's tables and deletes the non-built-in
@@ -61,40 +46,48 @@ func (x xtables) run(ctx context.Context, stdin []byte, program string, args ...
 // measured.
 // It runs whatever became of the caller's context: it is cleanup too.
 func (x xtables) wipe() error {
-	for _, t := range kubeTables {
-		for _, op := range []string{"-F", "-X"} {
-			if _, err := x.run(context.Background(), nil, x.program(""), "-w", "5", "-t", t, op); err != nil {
-				return err
+	return x.do(context.Background(), func(r *xt.Runner) error {
+		for _, t := range kubeTables {
+			for _, op := range []string{"-F", "-X"} {
+				if err := r.Do("-t", t, op); err != nil {
+					return err
+				}
 			}
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
 // restore is bare iptables-restore of input, with the flags svclab's proxier
 // and kube-proxy use, timed from outside as the proxier's own write is.
-func (x xtables) restore(ctx context.Context, input []byte) (time.Duration, error) {
-	start := time.Now()
-	_, err := x.run(ctx, input, x.program("-restore"), "-w", "5", "--noflush", "--counters")
-	return time.Since(start), err
+func (x xtables) restore(ctx context.Context, input []byte) (d time.Duration, err error) {
+	err = x.do(ctx, func(r *xt.Runner) error {
+		start := time.Now()
+		err := r.Restore(input)
+		d = time.Since(start)
+		return err
+	})
+	return d, err
 }
 
 // kernelRules counts the rules (-A lines) iptables-save prints for kube-proxy's
 // tables: the kernel's own account of what was installed.
-func (x xtables) kernelRules(ctx context.Context) (int, error) {
-	n := 0
-	for _, t := range kubeTables {
-		out, err := x.run(ctx, nil, x.program("-save"), "-t", t)
-		if err != nil {
-			return 0, err
-		}
-		for _, l := range bytes.Split(out, []byte("\n")) {
-			if bytes.HasPrefix(l, []byte("-A ")) {
-				n++
+func (x xtables) kernelRules(ctx context.Context) (n int, err error) {
+	err = x.do(ctx, func(r *xt.Runner) error {
+		for _, t := range kubeTables {
+			out, err := r.Save(t)
+			if err != nil {
+				return err
+			}
+			for _, l := range bytes.Split(out, []byte("\n")) {
+				if bytes.HasPrefix(l, []byte("-A ")) {
+					n++
+				}
 			}
 		}
-	}
-	return n, nil
+		return nil
+	})
+	return n, err
 }
 
 // syncStatser is what the iptables proxier tells about its last sync.
@@ -107,19 +100,18 @@ type syncStatser interface {
 // 1) after loading the chain (nft) or the whole table (legacy). On an empty
 // table it is what any call costs at least, mostly starting the program; on a
 // full one, what a call costs once the table is large.
-func (x xtables) callCost(ctx context.Context, table, chain string) (time.Duration, error) {
-	best := time.Duration(0)
-	for i := 0; i < 3; i++ {
-		start := time.Now()
-		_, err := x.run(ctx, nil, x.program(""), "-w", "5", "-t", table, "-C", chain, "-j", "RETURN")
-		d := time.Since(start)
-		var exit *exec.ExitError
-		if err != nil && !(errors.As(err, &exit) && exit.ExitCode() == 1) {
-			return 0, err
+func (x xtables) callCost(ctx context.Context, table, chain string) (best time.Duration, err error) {
+	err = x.do(ctx, func(r *xt.Runner) error {
+		for i := 0; i < 3; i++ {
+			start := time.Now()
+			if _, err := r.Test("-t", table, "-C", chain, "-j", "RETURN"); err != nil {
+				return fmt.Errorf("timing one iptables call: %w", err)
+			}
+			if d := time.Since(start); best == 0 || d < best {
+				best = d
+			}
 		}
-		if best == 0 || d < best {
-			best = d
-		}
-	}
-	return best, nil
+		return nil
+	})
+	return best, err
 }

@@ -52,7 +52,10 @@ func (r *runner) iptablesGroup(ctx context.Context, g group) error {
 		}
 	}
 	return r.withNode(ctx, func(nd *node) (err error) {
-		x := newXtables(g.backend, nd.nodeNS, nd.target.RunDir)
+		x, err := newXtables(g.backend, nd.nodeNS, nd.target.RunDir)
+		if err != nil {
+			return err
+		}
 		// Empty the tables before the namespace goes, so the kernel does not free
 		// a large ruleset in the background of the next measurement.
 		defer func() { err = errors.Join(err, x.wipe()) }()

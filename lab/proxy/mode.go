@@ -106,3 +106,16 @@ func modeNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// Constructor adapts a mode's New, which returns its own proxier type, to
+// Mode.New, so that a failure gives a nil Proxier rather than an interface
+// holding a nil pointer.
+func Constructor[P Proxier](newP func(Target, Options) (P, error)) func(Target, Options) (Proxier, error) {
+	return func(t Target, o Options) (Proxier, error) {
+		p, err := newP(t, o)
+		if err != nil {
+			return nil, err
+		}
+		return p, nil
+	}
+}

@@ -10,15 +10,9 @@ import (
 
 func init() {
 	proxy.Register(proxy.Mode{
-		Name:    "iptables",
-		Summary: "kube-proxy's iptables mode: KUBE-SERVICES, KUBE-SVC-, KUBE-SEP- chains written with iptables-restore",
-		New: func(t proxy.Target, o proxy.Options) (proxy.Proxier, error) {
-			p, err := New(t, o)
-			if err != nil {
-				return nil, err
-			}
-			return p, nil
-		},
+		Name:      "iptables",
+		Summary:   "kube-proxy's iptables mode: KUBE-SERVICES, KUBE-SVC-, KUBE-SEP- chains written with iptables-restore",
+		New:       proxy.Constructor(New),
 		Render:    Render,
 		Available: Available,
 	})

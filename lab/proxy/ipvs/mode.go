@@ -16,15 +16,9 @@ import (
 
 func init() {
 	proxy.Register(proxy.Mode{
-		Name:    "ipvs",
-		Summary: "kube-proxy's IPVS mode: a virtual server per ClusterIP and NodePort address, kube-ipvs0, ipsets and a few iptables rules",
-		New: func(t proxy.Target, o proxy.Options) (proxy.Proxier, error) {
-			p, err := New(t, o)
-			if err != nil {
-				return nil, err
-			}
-			return p, nil
-		},
+		Name:      "ipvs",
+		Summary:   "kube-proxy's IPVS mode: a virtual server per ClusterIP and NodePort address, kube-ipvs0, ipsets and a few iptables rules",
+		New:       proxy.Constructor(New),
 		Render:    Render,
 		Available: Available,
 	})
