@@ -23,13 +23,9 @@ const (
 // first 16 characters of the base32 form of the SHA-256 of the text.
 func hash16(text string) string {
 	sum := sha256.Sum256([]byte(text))
-	return base32.StdEncoding.EncodeToString(sum[:])[:16]
-}
-
-// servicePortChain names a per-Service chain: prefix plus the hash of the
-// ServicePortName as the release prints it and the lower-case protocol.
-func servicePortChain(prefix, portName, protocol string) string {
-	return prefix + hash16(portName+protocol)
+	// base32 turns each 5 bytes into 8 characters on its own, so the first 10
+	// bytes give exactly the first 16 characters of the whole sum's encoding.
+	return base32.StdEncoding.EncodeToString(sum[:10])
 }
 
 // endpointChain names a KUBE-SEP- chain; the endpoint "ip:port" joins the hash.
@@ -57,6 +53,9 @@ type portNames struct {
 	svl      string
 	ext      string
 	xlb      string
+	// seps caches KUBE-SEP- names by endpoint: an endpoint's name is written
+	// by its own chain and by every policy chain that jumps to it.
+	seps map[string]string
 }
 
 func namesOf(sp *proxy.ServicePort, v proxy.Version) portNames {
@@ -64,13 +63,21 @@ func namesOf(sp *proxy.ServicePort, v proxy.Version) portNames {
 		portName: sp.Name.String(v),
 		protocol: strings.ToLower(string(sp.Protocol)),
 	}
-	n.svc = servicePortChain(prefixSVC, n.portName, n.protocol)
-	n.svl = servicePortChain(prefixSVL, n.portName, n.protocol)
-	n.ext = servicePortChain(prefixEXT, n.portName, n.protocol)
-	n.xlb = servicePortChain(prefixXLB, n.portName, n.protocol)
+	// A per-Service chain is its prefix plus the hash of the ServicePortName as
+	// the release prints it and the lower-case protocol: the same text for
+	// every prefix.
+	h := hash16(n.portName + n.protocol)
+	n.svc, n.svl, n.ext, n.xlb = prefixSVC+h, prefixSVL+h, prefixEXT+h, prefixXLB+h
+	n.seps = map[string]string{}
 	return n
 }
 
 func (n portNames) sep(e proxy.Endpoint) string {
-	return endpointChain(n.portName, n.protocol, e.String())
+	ep := e.String()
+	name, ok := n.seps[ep]
+	if !ok {
+		name = endpointChain(n.portName, n.protocol, ep)
+		n.seps[ep] = name
+	}
+	return name
 }

@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -16,7 +17,12 @@ type Rule []string
 // quotes: Service names cannot contain spaces or quotes, so a comment without a
 // space is one kube-proxy leaves bare.
 func (r Rule) String() string {
-	var b strings.Builder
+	var b bytes.Buffer
+	r.writeTo(&b)
+	return b.String()
+}
+
+func (r Rule) writeTo(b *bytes.Buffer) {
 	for i, w := range r {
 		if i > 0 {
 			b.WriteByte(' ')
@@ -29,7 +35,6 @@ func (r Rule) String() string {
 			b.WriteString(w)
 		}
 	}
-	return b.String()
 }
 
 // Chain is one chain kube-proxy owns and rewrites whole.
@@ -136,7 +141,11 @@ func (rs *Ruleset) Restore() string {
 // kube-proxy's tests print it: chain lines, rules, then deletions. A table with
 // nothing to write is left out.
 func restoreInput(rs *Ruleset, write func(*Table, *Chain) bool, del map[string][]string) []byte {
-	var b strings.Builder
+	// Rules of kube-proxy's tables print at about 100 bytes; sizing the buffer
+	// once spares copying tens of megabytes as it grows.
+	_, rules := rs.Counts()
+	var b bytes.Buffer
+	b.Grow(128 * rules)
 	for _, t := range rs.Tables {
 		var chains []*Chain
 		for _, c := range t.Chains {
@@ -159,7 +168,11 @@ func restoreInput(rs *Ruleset, write func(*Table, *Chain) bool, del map[string][
 		}
 		for _, c := range chains {
 			for _, r := range c.Rules {
-				b.WriteString("-A " + c.Name + " " + r.String() + "\n")
+				b.WriteString("-A ")
+				b.WriteString(c.Name)
+				b.WriteByte(' ')
+				r.writeTo(&b)
+				b.WriteByte('\n')
 			}
 		}
 		for _, name := range gone {
@@ -167,7 +180,7 @@ func restoreInput(rs *Ruleset, write func(*Table, *Chain) bool, del map[string][
 		}
 		b.WriteString("COMMIT\n")
 	}
-	return []byte(b.String())
+	return b.Bytes()
 }
 
 // sortChains orders chains as kube-proxy's tests do (sortIPTablesRules):
