@@ -176,7 +176,7 @@ func (r *runner) cutForTime(s subject, g group) {
 		return
 	}
 	r.timeCut[key] = true
-	r.note("%s E=%d cut at N=%d: the run's time budget (%s) was spent", s, g.e, g.n, r.c.Deadline)
+	r.note("%s E=%d cut at N=%d: the run's time budget (%s) was spent; what this size had measured by then is kept", s, g.e, g.n, r.c.Deadline)
 }
 
 // outOfTime tells whether s, measured in g, must stop for the deadline, and
