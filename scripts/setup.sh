@@ -18,6 +18,7 @@ declare -A pkg_of=(
   [iptables]=iptables            # iptables-nft and iptables-legacy, both backends
   [ipvsadm]=ipvsadm
   [ipset]=ipset
+  [ip]=iproute2                 # ip, ss and tc, in the VM's guest and in failure dumps
   [conntrack]=conntrack
   [tcpdump]=tcpdump
   [curl]=curl

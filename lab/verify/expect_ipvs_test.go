@@ -8,34 +8,10 @@ import (
 	"github.com/svclab/svclab/lab/traffic"
 )
 
-func TestExpectIPVSWeb(t *testing.T) {
-	web := mustLoad(t, "../../topologies/web.yaml")
-	for _, tc := range []struct{ from, node, want string }{
-		{"client", "", "10.244.1.10:8080 (src 10.244.1.5), 10.244.2.10:8080 (src 10.244.1.5)"},
-		// KUBE-LOOP-BACK masquerades the hairpin; the other backend sees the pod.
-		{"web-a", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 10.244.1.10)"},
-		// A node's connection to a ClusterIP leaves from the ClusterIP itself,
-		// outside the cluster CIDR: marked, masqueraded to cni0 or eth0.
-		{"node-1", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"},
-		{"outside", "", "unreachable"},
-		{"outside", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
-		{"client", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
-	} {
-		if got := expectFor(t, "ipvs", web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
-			t.Errorf("%s -> web (node %q): %s, want %s", tc.from, tc.node, got, tc.want)
-		}
-	}
-}
-
 // TestExpectIPVSPolicies holds the model to the places where IPVS mode differs
 // from iptables mode.
 func TestExpectIPVSPolicies(t *testing.T) {
-	top := mustLoad(t, "../../specs/testdata/policies.yaml")
-	for _, tc := range []struct {
-		from, svc, node string
-		outcome         traffic.Outcome
-		want            string
-	}{
+	checkPolicies(t, "ipvs", []policyCase{
 		// internalTrafficPolicy Local without a local endpoint: a virtual server
 		// without real servers refuses (iptables mode drops).
 		{"probe-1", "default/node-local:http", "", traffic.Answered, "10.244.1.2:8080 (src 10.244.1.3)"},
@@ -60,15 +36,7 @@ func TestExpectIPVSPolicies(t *testing.T) {
 		{"lb", "default/draining:", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
 		// Affinity: one of the backends.
 		{"probe-1", "default/sticky:", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
-	} {
-		e := expectFor(t, "ipvs", top, tc.from, tc.svc, tc.node)
-		if e.Outcome != tc.outcome || (tc.want != "" && e.String() != tc.want) {
-			t.Errorf("%s -> %s (node %q): %s %q, want %s %q", tc.from, tc.svc, tc.node, e.Outcome, e.String(), tc.outcome, tc.want)
-		}
-		if e.Why == "" {
-			t.Errorf("%s -> %s: no reason given", tc.from, tc.svc)
-		}
-	}
+	})
 }
 
 func TestExpectIPVSMasqueradeAll(t *testing.T) {

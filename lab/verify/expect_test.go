@@ -65,32 +65,56 @@ func expectFor(t *testing.T, mode string, top *topology.Topology, from, svc, nod
 	return Expectation{}
 }
 
-func TestExpectIPTablesWeb(t *testing.T) {
+// TestExpectWeb: on seed 000's cluster both modes expect the same, the
+// KUBE-LOOP-BACK / KUBE-SEP- hairpin masquerade included.
+func TestExpectWeb(t *testing.T) {
 	web := mustLoad(t, "../../topologies/web.yaml")
-	for _, tc := range []struct {
-		from, node string
-		want       string
-	}{
-		{"client", "", "10.244.1.10:8080 (src 10.244.1.5), 10.244.2.10:8080 (src 10.244.1.5)"},
-		{"web-a", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 10.244.1.10)"},
-		{"node-1", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"},
-		{"outside", "", "unreachable"},
-		{"outside", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
-		{"client", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
-	} {
-		if got := expectFor(t, "iptables", web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
-			t.Errorf("%s -> web (node %q): %s, want %s", tc.from, tc.node, got, tc.want)
+	for _, mode := range []string{"iptables", "ipvs"} {
+		for _, tc := range []struct {
+			from, node string
+			want       string
+		}{
+			{"client", "", "10.244.1.10:8080 (src 10.244.1.5), 10.244.2.10:8080 (src 10.244.1.5)"},
+			// The hairpin is masqueraded; the other backend sees the pod.
+			{"web-a", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 10.244.1.10)"},
+			// A node's connection to a ClusterIP leaves from outside the cluster
+			// CIDR: marked, masqueraded to cni0 or eth0.
+			{"node-1", "", "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"},
+			{"outside", "", "unreachable"},
+			{"outside", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
+			{"client", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
+		} {
+			if got := expectFor(t, mode, web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
+				t.Errorf("%s: %s -> web (node %q): %s, want %s", mode, tc.from, tc.node, got, tc.want)
+			}
+		}
+	}
+}
+
+// policyCase is one flow of specs/testdata/policies.yaml and what a mode's
+// model must expect of it.
+type policyCase struct {
+	from, svc, node string
+	outcome         traffic.Outcome
+	want            string
+}
+
+func checkPolicies(t *testing.T, mode string, cases []policyCase) {
+	t.Helper()
+	top := mustLoad(t, "../../specs/testdata/policies.yaml")
+	for _, tc := range cases {
+		e := expectFor(t, mode, top, tc.from, tc.svc, tc.node)
+		if e.Outcome != tc.outcome || (tc.want != "" && e.String() != tc.want) {
+			t.Errorf("%s -> %s (node %q): %s %q, want %s %q", tc.from, tc.svc, tc.node, e.Outcome, e.String(), tc.outcome, tc.want)
+		}
+		if e.Why == "" {
+			t.Errorf("%s -> %s: no reason given", tc.from, tc.svc)
 		}
 	}
 }
 
 func TestExpectIPTablesPolicies(t *testing.T) {
-	top := mustLoad(t, "../../specs/testdata/policies.yaml")
-	for _, tc := range []struct {
-		from, svc, node string
-		outcome         traffic.Outcome
-		want            string
-	}{
+	checkPolicies(t, "iptables", []policyCase{
 		// internalTrafficPolicy Local: only the client's node's endpoints.
 		{"probe-1", "default/node-local:http", "", traffic.Answered, "10.244.1.2:8080 (src 10.244.1.3)"},
 		{"probe-3", "default/node-local:http", "", traffic.Timeout, ""},
@@ -105,15 +129,7 @@ func TestExpectIPTablesPolicies(t *testing.T) {
 		{"lb", "default/draining:", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
 		// Affinity: one of the backends.
 		{"probe-1", "default/sticky:", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
-	} {
-		e := expectFor(t, "iptables", top, tc.from, tc.svc, tc.node)
-		if e.Outcome != tc.outcome || (tc.want != "" && e.String() != tc.want) {
-			t.Errorf("%s -> %s (node %q): %s %q, want %s %q", tc.from, tc.svc, tc.node, e.Outcome, e.String(), tc.outcome, tc.want)
-		}
-		if e.Why == "" {
-			t.Errorf("%s -> %s: no reason given", tc.from, tc.svc)
-		}
-	}
+	})
 }
 
 func TestNoEndpointsRefused(t *testing.T) {

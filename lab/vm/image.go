@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -235,7 +236,7 @@ func ensureBaseImage(ctx context.Context, k Kernel, cacheDir string, extraTools 
 		return img, nil
 	}
 	start := time.Now()
-	size, nmods, err := buildBaseImage(ctx, k, in, img.Path)
+	size, nmods, err := buildBaseImage(ctx, k, in, img.Path, lg)
 	if err != nil {
 		return baseImage{}, fmt.Errorf("guest image %s: %w", hash, err)
 	}
@@ -244,7 +245,7 @@ func ensureBaseImage(ctx context.Context, k Kernel, cacheDir string, extraTools 
 	return img, nil
 }
 
-func buildBaseImage(ctx context.Context, k Kernel, in hostInputs, dst string) (size int64, nmods int, err error) {
+func buildBaseImage(ctx context.Context, k Kernel, in hostInputs, dst string, lg logger) (size int64, nmods int, err error) {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return 0, 0, err
 	}
@@ -254,9 +255,12 @@ func buildBaseImage(ctx context.Context, k Kernel, in hostInputs, dst string) (s
 	}
 	defer os.RemoveAll(work)
 
-	t, err := baseTree(ctx, in)
+	t, leftOut, err := baseTree(ctx, in)
 	if err != nil {
 		return 0, 0, err
+	}
+	for _, p := range leftOut {
+		lg.printf("guest image: left out %s: the host cannot load it either", p)
 	}
 	modRoot, nmods, err := stageModules(ctx, k, work)
 	if err != nil {
@@ -288,8 +292,10 @@ func buildBaseImage(ctx context.Context, k Kernel, in hostInputs, dst string) (s
 // baseTree lays out the guest root: a merged-/usr Debian-like tree with busybox,
 // the tools and their libraries, /etc files and /init. Modules are added by the
 // caller.
-func baseTree(ctx context.Context, in hostInputs) (tree, error) {
-	t := tree{}
+// baseTree lays out the base image; leftOut names the plugins the host's own
+// loader could not load, which the guest goes without.
+func baseTree(ctx context.Context, in hostInputs) (t tree, leftOut []string, err error) {
+	t = tree{}
 	for _, d := range []string{"usr/bin", "usr/sbin", "usr/lib", "usr/lib64", "etc/svclab", "proc", "sys", "dev", "run", "svclab", "out", "var", "mnt"} {
 		t.dir(d, 0o755)
 	}
@@ -314,7 +320,7 @@ func baseTree(ctx context.Context, in hostInputs) (tree, error) {
 	provided := map[string]bool{}
 	for _, g := range sortedKeys(in.tools) {
 		if err := t.hostFile(g, in.tools[g], false); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		elfs = append(elfs, in.tools[g])
 		provided[path.Base(g)] = true
@@ -325,30 +331,43 @@ func baseTree(ctx context.Context, in hostInputs) (tree, error) {
 	}
 	for _, h := range in.extra {
 		if err := t.hostFile(h, h, false); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		elfs = append(elfs, h)
 		provided[path.Base(h)] = true
 	}
 	for _, g := range sortedKeys(in.dirs) {
 		if err := t.hostTree(g, in.dirs[g], false); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		sos, _ := filepath.Glob(filepath.Join(in.dirs[g], "*.so"))
-		elfs = append(elfs, sos...)
+		for _, so := range sos {
+			// A plugin needing a library the host lacks cannot load on the host
+			// either (iproute2 only recommends libatm1, which tc's q_atm.so
+			// needs): the guest goes without it, as the host does.
+			_, err := librariesOf(ctx, so)
+			var missing missingLibraryError
+			if errors.As(err, &missing) {
+				gp := path.Join(g, filepath.Base(so))
+				delete(t, guestKey(gp))
+				leftOut = append(leftOut, fmt.Sprintf("/%s (%v)", gp, err))
+				continue
+			}
+			elfs = append(elfs, so)
+		}
 	}
 	for _, f := range in.etc {
 		if err := t.hostFile(f, f, false); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	libs, err := sharedLibraries(ctx, elfs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	for _, l := range libs {
 		if err := t.hostFile(l, l, false); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 
@@ -356,11 +375,11 @@ func baseTree(ctx context.Context, in hostInputs) (tree, error) {
 	// but never under a name a real tool has: with /usr/sbin before /usr/bin in
 	// PATH, busybox's ip applet would otherwise shadow iproute2's.
 	if err := t.hostFile("usr/bin/busybox", in.busybox, false); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out, err := exec.CommandContext(ctx, in.busybox, "--list-full").Output()
 	if err != nil {
-		return nil, fmt.Errorf("busybox --list-full: %w", err)
+		return nil, nil, fmt.Errorf("busybox --list-full: %w", err)
 	}
 	for _, applet := range strings.Fields(string(out)) {
 		name := path.Base(applet)
@@ -369,5 +388,5 @@ func baseTree(ctx context.Context, in hostInputs) (tree, error) {
 		}
 		t.symlink(applet, "/usr/bin/busybox")
 	}
-	return t, nil
+	return t, leftOut, nil
 }

@@ -12,7 +12,7 @@ func TestBaseTreeLayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := baseTree(context.Background(), in)
+	tr, _, err := baseTree(context.Background(), in)
 	if err != nil {
 		t.Fatal(err)
 	}

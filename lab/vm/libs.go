@@ -15,18 +15,9 @@ import (
 func sharedLibraries(ctx context.Context, files []string) ([]string, error) {
 	libs := map[string]bool{}
 	for _, f := range files {
-		out, err := exec.CommandContext(ctx, "ldd", f).CombinedOutput()
-		text := string(out)
+		found, err := librariesOf(ctx, f)
 		if err != nil {
-			// ldd exits 1 for static binaries; that is an answer, not a failure.
-			if strings.Contains(text, "not a dynamic executable") || strings.Contains(text, "statically linked") {
-				continue
-			}
-			return nil, fmt.Errorf("ldd %s: %v: %s", f, err, bytes.TrimSpace(out))
-		}
-		found, err := parseLdd(text)
-		if err != nil {
-			return nil, fmt.Errorf("ldd %s: %w", f, err)
+			return nil, err
 		}
 		for _, l := range found {
 			libs[l] = true
@@ -38,6 +29,29 @@ func sharedLibraries(ctx context.Context, files []string) ([]string, error) {
 	}
 	sort.Strings(out)
 	return out, nil
+}
+
+// missingLibraryError is a library that an ELF file needs and the host does not have.
+type missingLibraryError struct{ name string }
+
+func (e missingLibraryError) Error() string { return "library " + e.name + " not found" }
+
+// librariesOf is sharedLibraries for one file.
+func librariesOf(ctx context.Context, f string) ([]string, error) {
+	out, err := exec.CommandContext(ctx, "ldd", f).CombinedOutput()
+	text := string(out)
+	if err != nil {
+		// ldd exits 1 for static binaries; that is an answer, not a failure.
+		if strings.Contains(text, "not a dynamic executable") || strings.Contains(text, "statically linked") {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("ldd %s: %v: %s", f, err, bytes.TrimSpace(out))
+	}
+	found, err := parseLdd(text)
+	if err != nil {
+		return nil, fmt.Errorf("ldd %s: %w", f, err)
+	}
+	return found, nil
 }
 
 // parseLdd reads ldd output lines such as
@@ -55,7 +69,7 @@ func parseLdd(out string) ([]string, error) {
 		if name, where, ok := strings.Cut(line, "=>"); ok {
 			where = strings.TrimSpace(where)
 			if strings.HasPrefix(where, "not found") {
-				return nil, fmt.Errorf("library %s not found", strings.TrimSpace(name))
+				return nil, missingLibraryError{strings.TrimSpace(name)}
 			}
 			if p := strings.Fields(where); len(p) > 0 && strings.HasPrefix(p[0], "/") {
 				libs = append(libs, p[0])

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -20,8 +21,9 @@ func TestParseLdd(t *testing.T) {
 	if got := strings.Join(libs, " "); got != want {
 		t.Errorf("parseLdd = %s, want %s", got, want)
 	}
-	if _, err := parseLdd("\tlibgone.so.1 => not found\n"); err == nil {
-		t.Error("a missing library was not reported")
+	var missing missingLibraryError
+	if _, err := parseLdd("\tlibgone.so.1 => not found\n"); !errors.As(err, &missing) || missing.name != "libgone.so.1" {
+		t.Errorf("a missing library was reported as %v", err)
 	}
 }
 
