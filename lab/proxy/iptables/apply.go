@@ -53,14 +53,13 @@ func (p *Proxier) writeRestore(rs *Ruleset, ports []proxy.ServicePort, full bool
 	}
 
 	t = time.Now()
-	input := restoreInput(rs, write, del)
-	for _, tb := range rs.Tables {
-		for _, c := range tb.Chains {
-			if write(tb, c) {
-				p.stats.Written = append(p.stats.Written, tb.Name+"/"+c.Name)
-				p.stats.ChainsWritten++
-				p.stats.RulesWritten += len(c.Rules)
-			}
+	sel := selectChains(rs, write)
+	input := restoreInput(rs, sel, del)
+	for i, tb := range rs.Tables {
+		for _, c := range sel[i] {
+			p.stats.Written = append(p.stats.Written, tb.Name+"/"+c.Name)
+			p.stats.ChainsWritten++
+			p.stats.RulesWritten += len(c.Rules)
 		}
 		p.stats.ChainsDeleted += len(del[tb.Name])
 	}

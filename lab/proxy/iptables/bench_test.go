@@ -101,7 +101,7 @@ func BenchmarkGenerate(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				restoreInput(rs, all, nil)
+				restoreInput(rs, selectChains(rs, all), nil)
 			}
 		})
 	}

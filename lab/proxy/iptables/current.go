@@ -13,7 +13,7 @@ import (
 func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 	v := c.Version
 	b := newBuilder()
-	large := totalEndpoints(ports, false) > largeClusterEndpoints
+	large := totalEndpoints(ports) > largeClusterEndpoints
 	nfacct := c.NFAcct && v.AtLeast(1, 31)
 
 	for _, ch := range []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL"} {
@@ -73,12 +73,10 @@ func writeMasqueradeChains(b *builder) {
 	b.add("nat", "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", masqueradeMark)
 }
 
-// Traffic policies as kube-proxy's ServicePort reads them. svclab models no
-// external IPs or load-balancer addresses, so a port is reachable from outside
-// exactly when it has a NodePort.
-func externallyAccessible(sp *proxy.ServicePort) bool { return sp.NodePort != 0 }
+// externalPolicyLocal is kube-proxy's ExternalPolicyLocal: a Local policy only
+// counts for a port reachable from outside.
 func externalPolicyLocal(sp *proxy.ServicePort) bool {
-	return sp.ExternalLocal && externallyAccessible(sp)
+	return sp.ExternalLocal && sp.ExternallyAccessible()
 }
 
 func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct bool) {
@@ -89,7 +87,7 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 	port := strconv.Itoa(sp.Port)
 	cat := proxy.Categorize(sp, c.Node.Name)
 
-	usesClusterChain := len(cat.Cluster) > 0 && (!sp.InternalLocal || externallyAccessible(sp))
+	usesClusterChain := len(cat.Cluster) > 0 && (!sp.InternalLocal || sp.ExternallyAccessible())
 	usesLocalChain := len(cat.Local) > 0 && (sp.InternalLocal || externalPolicyLocal(sp))
 
 	internalChain, hasInternal := n.svc, cat.HasAny
@@ -106,7 +104,7 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 			hasExternal = false
 		}
 	}
-	usesExtChain := cat.HasAny && externallyAccessible(sp)
+	usesExtChain := cat.HasAny && sp.ExternallyAccessible()
 
 	// Without endpoints anywhere the port's traffic is rejected, so clients hear
 	// at once; with endpoints elsewhere but none here for a Local policy it is

@@ -30,11 +30,14 @@
 //     sync before 1.28 and on full syncs since, partial sync as the default from
 //     1.27 (beta, on by default; GA in 1.28), an hourly full resync from 1.33,
 //     skipped in large clusters from 1.36. Their rule text is otherwise identical. For 1.37 the
-//     rules were also compared with kube-proxy 1.37.2's own syncProxyRules (run on
-//     its fake iptables) over 3000 random states, covering every policy, affinity,
-//     terminating and not-serving endpoints, UDP, multi-port Services and large
-//     cluster mode: identical, and so were the chains its partial sync rewrites
-//     after an endpoint change, and the conntrack entries its cleanup picks.
+//     rules were also compared once, by hand during development, with kube-proxy
+//     1.37.2's own syncProxyRules (run on its fake iptables) over 3000 random
+//     states covering every policy, affinity, terminating and not-serving
+//     endpoints, UDP, multi-port Services and large cluster mode: identical, and
+//     so were the chains its partial sync rewrites and the conntrack entries its
+//     cleanup picks. That harness builds kube-proxy's own package, so it is not in
+//     this repository and CI does not repeat it; the golden files and the specs
+//     are what CI checks.
 //   - 1.18 and 1.19: the old layout (KUBE-SVC- with the ClusterIP's masquerade rule
 //     in KUBE-SERVICES, KUBE-NODEPORTS marking for masquerade, KUBE-XLB- for
 //     externalTrafficPolicy Local jumping to the kubelet's KUBE-MARK-DROP when

@@ -6,13 +6,13 @@ import (
 	"sort"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
-// Marks kube-proxy and the kubelet use, with their default bits (masquerade 14,
-// drop 15), printed as they print them: fmt's "%#08x", which pads the digits to
-// eight ("0x00004000"; iptables-save shows 0x4000).
+// Marks kube-proxy and the kubelet use: masquerade (shared with the IPVS mode)
+// and drop, bit 15, printed the same way.
 const (
-	masqueradeMark = "0x00004000"
+	masqueradeMark = xtables.MasqueradeMark
 	dropMark       = "0x00008000"
 )
 
@@ -83,6 +83,10 @@ func Generate(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 	if c.Version.AtLeast(1, 24) {
 		return generateCurrent(c, sorted)
 	}
+	// Releases before 1.24 see ready endpoints only and no internal policy.
+	for i := range sorted {
+		sorted[i] = sorted[i].AsSeenBy(c.Version)
+	}
 	return generateXLB(c, sorted)
 }
 
@@ -124,14 +128,10 @@ func probability(v proxy.Version, n int) string {
 }
 
 // totalEndpoints counts endpoints as kube-proxy does for its large cluster mode.
-func totalEndpoints(ports []proxy.ServicePort, readyOnly bool) int {
+func totalEndpoints(ports []proxy.ServicePort) int {
 	n := 0
 	for i := range ports {
-		for _, e := range ports[i].Endpoints {
-			if e.Ready || !readyOnly {
-				n++
-			}
-		}
+		n += len(ports[i].Endpoints)
 	}
 	return n
 }

@@ -150,8 +150,8 @@ func goldenCases() []goldenCase {
 }
 
 // TestGolden compares Render with the files in testdata/, which were checked by
-// hand against kube-proxy's source (and, for 1.37, against kube-proxy 1.37.2's own
-// syncProxyRules on random states; see the package's doc comment).
+// hand against kube-proxy's source (and, for 1.37, once against kube-proxy
+// 1.37.2's own syncProxyRules on random states; see the package's doc comment).
 func TestGolden(t *testing.T) {
 	for _, c := range goldenCases() {
 		t.Run(c.name, func(t *testing.T) {

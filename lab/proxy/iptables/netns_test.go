@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -59,10 +58,10 @@ func newNodeNS(t testing.TB) string {
 func nsName(path string) string { return path[strings.LastIndex(path, "/")+1:] }
 
 // saved is iptables-save of the nat and filter tables in the namespace at path,
-// normalised so that two ways of writing the same rules compare equal: comments
-// and counters go, chain declarations are sorted, and each chain's rules are kept in
-// order but the chains are listed by name (iptables-nft lists chains in the order
-// they were made).
+// normalised so that two ways of writing the same rules compare equal: chain
+// declarations (names only) are sorted, and each chain's rules are kept in order
+// but the chains are listed by name (iptables-nft lists chains in the order they
+// were made).
 func saved(t testing.TB, backend, path string) string {
 	t.Helper()
 	var out strings.Builder
@@ -79,7 +78,7 @@ func saved(t testing.TB, backend, path string) string {
 				decl = append(decl, strings.Fields(l)[0])
 			case strings.HasPrefix(l, "-A "):
 				chain := strings.Fields(l)[1]
-				rules[chain] = append(rules[chain], counters.ReplaceAllString(l, ""))
+				rules[chain] = append(rules[chain], l)
 			}
 		}
 		sort.Strings(decl)
@@ -95,5 +94,3 @@ func saved(t testing.TB, backend, path string) string {
 	}
 	return out.String()
 }
-
-var counters = regexp.MustCompile(`^\[\d+:\d+\] `)

@@ -225,14 +225,6 @@ func (p *Proxier) LastSync() SyncStats {
 	return p.stats
 }
 
-// ForceFullSync makes the next Sync write everything, as kube-proxy does when its
-// canary chains disappear.
-func (p *Proxier) ForceFullSync() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.needFull = true
-}
-
 // Ruleset is what the last successful Sync installed.
 func (p *Proxier) Ruleset() *Ruleset {
 	p.mu.Lock()

@@ -113,6 +113,10 @@ func checkInstalled(t *testing.T, rs *Ruleset, save, what string) {
 	byTable := map[string]string{"filter": tables[0], "nat": tables[1]}
 	for _, tb := range rs.Tables {
 		for _, c := range tb.Chains {
+			// The declaration too: a chain with no rules has nothing else to show.
+			if !strings.Contains(byTable[tb.Name], "\n:"+c.Name+"\n") {
+				t.Errorf("%s: %s chain %s is not in the kernel", what, tb.Name, c.Name)
+			}
 			n := strings.Count(byTable[tb.Name], "-A "+c.Name+" ")
 			if n != len(c.Rules) {
 				t.Errorf("%s: %s chain %s has %d rules in the kernel, %d generated", what, tb.Name, c.Name, n, len(c.Rules))

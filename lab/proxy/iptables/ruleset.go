@@ -133,26 +133,39 @@ func (rs *Ruleset) Counts() (chains, rules int) {
 
 // Restore is the iptables-restore --noflush input that writes every chain.
 func (rs *Ruleset) Restore() string {
-	return string(restoreInput(rs, func(*Table, *Chain) bool { return true }, nil))
+	return string(restoreInput(rs, selectChains(rs, func(*Table, *Chain) bool { return true }), nil))
 }
 
-// restoreInput is the iptables-restore input that writes the chains write picks and
-// deletes the chains in del (table -> chain names). Each table is laid out as
-// kube-proxy's tests print it: chain lines, rules, then deletions. A table with
-// nothing to write is left out.
-func restoreInput(rs *Ruleset, write func(*Table, *Chain) bool, del map[string][]string) []byte {
-	// Rules of kube-proxy's tables print at about 100 bytes; sizing the buffer
-	// once spares copying tens of megabytes as it grows.
-	_, rules := rs.Counts()
-	var b bytes.Buffer
-	b.Grow(128 * rules)
-	for _, t := range rs.Tables {
-		var chains []*Chain
+// selectChains returns, for each table of rs in order, the chains write picks.
+func selectChains(rs *Ruleset, write func(*Table, *Chain) bool) [][]*Chain {
+	sel := make([][]*Chain, len(rs.Tables))
+	for i, t := range rs.Tables {
 		for _, c := range t.Chains {
 			if write(t, c) {
-				chains = append(chains, c)
+				sel[i] = append(sel[i], c)
 			}
 		}
+	}
+	return sel
+}
+
+// restoreInput is the iptables-restore input that writes the chains sel holds
+// for each table and deletes the chains in del (table -> chain names). Each
+// table is laid out as kube-proxy's tests print it: chain lines, rules, then
+// deletions. A table with nothing to write is left out.
+func restoreInput(rs *Ruleset, sel [][]*Chain, del map[string][]string) []byte {
+	// Rules of kube-proxy's tables print at about 100 bytes; sizing the buffer
+	// once spares copying megabytes as it grows.
+	rules := 0
+	for _, chains := range sel {
+		for _, c := range chains {
+			rules += len(c.Rules)
+		}
+	}
+	var b bytes.Buffer
+	b.Grow(128 * rules)
+	for i, t := range rs.Tables {
+		chains := sel[i]
 		gone := del[t.Name]
 		if len(chains) == 0 && len(gone) == 0 {
 			continue

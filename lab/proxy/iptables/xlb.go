@@ -16,7 +16,7 @@ import (
 func generateXLB(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 	v := c.Version
 	b := newBuilder()
-	large := totalEndpoints(ports, true) > largeClusterEndpoints
+	large := totalEndpoints(ports) > largeClusterEndpoints
 
 	for _, ch := range []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD"} {
 		b.declare("filter", ch, "")
@@ -75,13 +75,11 @@ func writePortXLB(b *builder, c Config, sp *proxy.ServicePort, large bool) {
 		return []string{"-m", "comment", "--comment", text}
 	}
 
-	var ready, localReady []proxy.Endpoint
-	for _, e := range sp.Endpoints {
-		if e.Ready {
-			ready = append(ready, e)
-			if e.NodeName == c.Node.Name {
-				localReady = append(localReady, e)
-			}
+	ready := sp.Endpoints // Generate kept the ready ones only
+	var localReady []proxy.Endpoint
+	for _, e := range ready {
+		if e.NodeName == c.Node.Name {
+			localReady = append(localReady, e)
 		}
 	}
 	hasEndpoints := len(ready) > 0

@@ -93,24 +93,3 @@ func (p *Proxier) drainOnce() error {
 	}
 	return nil
 }
-
-// Draining lists the real servers at weight 0 waiting for their connections to
-// end, as "vip:port/PROTO/ip:port".
-func (p *Proxier) Draining() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make([]string, 0, len(p.draining))
-	for k := range p.draining {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// DrainError is the error of the last check of the draining real servers, if it
-// failed.
-func (p *Proxier) DrainError() error {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.drainErr
-}

@@ -45,8 +45,6 @@ type Config struct {
 	ClusterCIDR   netip.Prefix
 	MasqueradeAll bool
 	Scheduler     string
-	// MasqueradeBit is kube-proxy's --iptables-masquerade-bit (14).
-	MasqueradeBit int
 }
 
 // ConfigFor is the Config of the node t describes, with options o.
@@ -55,12 +53,8 @@ func ConfigFor(t proxy.Target, o proxy.Options) Config {
 	if s == "" {
 		s = defaultScheduler
 	}
-	return Config{Node: t.Node, ClusterCIDR: t.Cluster.ClusterCIDR, MasqueradeAll: t.Cluster.MasqueradeAll, Scheduler: s, MasqueradeBit: 14}
+	return Config{Node: t.Node, ClusterCIDR: t.Cluster.ClusterCIDR, MasqueradeAll: t.Cluster.MasqueradeAll, Scheduler: s}
 }
-
-// masqueradeMark is the mark KUBE-MARK-MASQ sets, printed as kube-proxy does
-// (fmt "%#08x": "0x004000").
-func (c Config) masqueradeMark() string { return fmt.Sprintf("%#08x", 1<<uint(c.MasqueradeBit)) }
 
 // RealServer is one destination of a virtual server.
 type RealServer struct {

@@ -64,7 +64,6 @@ type Proxier struct {
 	draining  drainList
 	initial   bool
 	lastPorts []proxy.ServicePort
-	last      *Plan
 	stats     SyncStats
 	drainErr  error
 
@@ -236,13 +235,6 @@ func (p *Proxier) LastSync() SyncStats {
 	return p.stats
 }
 
-// Plan is what the last successful Sync installed.
-func (p *Proxier) Plan() *Plan {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.last
-}
-
 // Sync makes the node's IPVS table, kube-ipvs0, ipsets and iptables rules match
 // ports, in kube-proxy's order, changing only what differs from what the kernel
 // holds: every virtual server is read back and compared, real servers are added,
@@ -256,7 +248,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 	start := time.Now()
 	p.stats = SyncStats{}
 	p.k.ipvsCalls, p.k.linkCalls, p.k.ipsetCalls, p.run.Commands = 0, 0, 0, 0
-	plan, err := p.sync(ctx, ports)
+	err := p.sync(ctx, ports)
 	p.stats.IPVSCalls, p.stats.LinkCalls, p.stats.IPSetCalls = p.k.counts()
 	p.stats.NetlinkCalls = p.stats.IPVSCalls + p.stats.LinkCalls + p.stats.IPSetCalls
 	p.stats.Commands = p.run.Commands
@@ -265,7 +257,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		return fmt.Errorf("node %s: ipvs sync: %w", p.target.Node.Name, err)
 	}
 	prev := p.lastPorts
-	p.last, p.lastPorts, p.initial = plan, clonePorts(ports), false
+	p.lastPorts, p.initial = clonePorts(ports), false
 	if !p.noCT {
 		t := time.Now()
 		n, err := proxy.CleanStaleUDPConntrack(p.k.nl, prev, ports)
@@ -276,10 +268,16 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		}
 	}
 	p.stats.Total = time.Since(start)
+	// The graceful termination goroutine has no caller to tell; the next Sync
+	// reports what it could not delete.
+	if err := p.drainErr; err != nil {
+		p.drainErr = nil
+		return fmt.Errorf("node %s: %w", p.target.Node.Name, err)
+	}
 	return nil
 }
 
-func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) (*Plan, error) {
+func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) error {
 	t := time.Now()
 	// kube-proxy's createAndLinkKubeChain, on every sync.
 	err := p.ns.Do(func(cnins.NetNS) error {
@@ -297,22 +295,22 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) (*Plan, e
 	})
 	p.stats.IPTables += time.Since(t)
 	if err != nil {
-		return nil, err
+		return err
 	}
 
 	t = time.Now()
 	dummy, err := p.k.ensureDummy()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for _, s := range ipsets {
 		if err := p.k.ensureSet(s); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	bound, nodeAddrs, err := p.k.addresses(dummy)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	hasNodePort := false
 	for _, sp := range ports {
@@ -331,15 +329,15 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) (*Plan, e
 	active := map[string]bool{}
 	for i := range plan.VirtualServers {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		vs := &plan.VirtualServers[i]
 		if err := p.syncService(vs, dummy, alreadyBound); err != nil {
-			return nil, err
+			return err
 		}
 		active[vs.Key()] = true
 		if err := p.syncRealServers(vs); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	p.stats.IPVS += time.Since(t)
@@ -347,7 +345,7 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) (*Plan, e
 	t = time.Now()
 	for _, s := range ipsets {
 		if err := p.syncSet(s, plan.Sets[s.name]); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	p.stats.IPSets += time.Since(t)
@@ -357,7 +355,7 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) (*Plan, e
 	err = p.ns.Do(func(cnins.NetNS) error { return p.run.Restore([]byte(restore)) })
 	p.stats.IPTables += time.Since(t)
 	if err != nil {
-		return nil, err
+		return err
 	}
 
 	t = time.Now()
@@ -368,7 +366,7 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) (*Plan, e
 	for _, a := range bound {
 		if !want[a] {
 			if err := p.k.unbind(dummy, a); err != nil {
-				return nil, err
+				return err
 			}
 			p.stats.AddressesUnbound++
 		}
@@ -376,18 +374,18 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) (*Plan, e
 	// cleanLegacyService: virtual servers no Service asks for any more.
 	cur, err := p.k.services()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	for i := range cur {
 		if !active[cur[i].Key()] {
 			if err := p.k.deleteService(&cur[i]); err != nil {
-				return nil, err
+				return err
 			}
 			p.stats.ServicesDeleted++
 		}
 	}
 	p.stats.IPVS += time.Since(t)
-	return plan, nil
+	return nil
 }
 
 // syncService creates or updates one virtual server and binds its address

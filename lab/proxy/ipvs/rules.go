@@ -3,6 +3,8 @@ package ipvs
 import (
 	"fmt"
 	"strings"
+
+	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
 // chain is one chain kube-proxy's IPVS mode owns.
@@ -119,7 +121,7 @@ func Restore(c Config, sets map[string][]string) string {
 			w(&nat, "-A", "KUBE-SERVICES", "-m", "set", "--match-set", s, "dst,dst", "-j", "ACCEPT")
 		}
 	}
-	mark := c.masqueradeMark()
+	mark := xtables.MasqueradeMark
 	w(&filter, "-A", "KUBE-FORWARD", "-m", "comment", "--comment", quote("kubernetes forwarding rules"), "-m", "mark", "--mark", mark+"/"+mark, "-j", "ACCEPT")
 	w(&filter, "-A", "KUBE-FORWARD", "-m", "comment", "--comment", quote("kubernetes forwarding conntrack rule"), "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 	w(&filter, "-A", "KUBE-NODE-PORT", "-m", "comment", "--comment", comment(setHealthCheckNodePort), "-m", "set", "--match-set", setHealthCheckNodePort, "dst", "-j", "ACCEPT")

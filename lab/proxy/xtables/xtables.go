@@ -15,6 +15,11 @@ import (
 	"strings"
 )
 
+// MasqueradeMark is the mark KUBE-MARK-MASQ sets in both modes: kube-proxy's
+// default --iptables-masquerade-bit 14, printed as kube-proxy prints it, with
+// fmt's "%#08x", which pads the digits to eight (iptables-save shows 0x4000).
+const MasqueradeMark = "0x00004000"
+
 // Backend names the programs of one iptables backend.
 type Backend struct {
 	Name                    string
