@@ -22,6 +22,7 @@ declare -A pkg_of=(
   [conntrack]=conntrack
   [tcpdump]=tcpdump
   [curl]=curl
+  [update-ca-certificates]=ca-certificates   # curl's https (provision.sh fetches Go)
   [qemu-system-x86_64]=qemu-system-x86
   [busybox]=busybox-static
   [cpio]=cpio

@@ -337,6 +337,7 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 					return n
 				}
 				want := count(section(rendered, "# iptables-restore -w 5 --noflush --counters of:"))
+				Expect(want).NotTo(BeEmpty(), "the rendered rules have an iptables-restore section")
 				var saved []string
 				for _, table := range []string{"nat", "filter"} {
 					out, err := namespaces.Output(netnsOf(l, "node-1"), "iptables-"+backend+"-save", "-t", table)

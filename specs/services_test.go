@@ -260,9 +260,8 @@ var _ = Describe("Services", func() {
 			Describe("a Service without endpoints", Label("reject"), func() {
 				DescribeTable("refuses at once instead of timing out",
 					func(from, proto, to string) {
-						start := time.Now()
+						// A timeout would be classified Timeout: Refused is the answer.
 						Expect(outcome(l, from, proto, to, 3*time.Second)).To(Equal(traffic.Refused))
-						Expect(time.Since(start)).To(BeNumerically("<", 3*time.Second), "refused before the deadline")
 					},
 					Entry("TCP ClusterIP from a pod", "client-1", "TCP", "10.96.123.49:80"),
 					Entry("UDP ClusterIP from a pod", "client-1", "UDP", "10.96.123.49:53"),

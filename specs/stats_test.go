@@ -9,8 +9,9 @@ import (
 
 // uniformAlpha is the false-failure rate of one uniformity test: the chance that
 // counts drawn from a truly uniform choice fail it. A run makes at most a dozen such
-// tests (3 Services x 3 modes, plus the negative controls, which must fail), so the
-// suite fails falsely less than once in 10,000 runs on this account.
+// tests per mode run (four iptables runs and one IPVS run in CI, besides the
+// negative controls, which must fail), so they fail a CI run falsely about once
+// in 8,000 runs (12 x 1e-5).
 const uniformAlpha = 1e-5
 
 // uniformity is Pearson's chi-square test of counts against a uniform choice.

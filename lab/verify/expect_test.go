@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
@@ -154,8 +155,8 @@ func TestAttemptsFor(t *testing.T) {
 			t.Errorf("attemptsFor(%d, %d) = %d: miss chance %g > %g", tc.k, tc.n, a, miss, missRate)
 		}
 	}
-	if attemptsFor(2, 2) != 21 {
-		t.Errorf("attemptsFor(2, 2) = %d, want 21", attemptsFor(2, 2))
+	if attemptsFor(2, 2) != 25 {
+		t.Errorf("attemptsFor(2, 2) = %d, want 25", attemptsFor(2, 2))
 	}
 }
 
@@ -165,7 +166,10 @@ func TestICMPBudgetPaces(t *testing.T) {
 	for i := 0; i < icmpBurst; i++ {
 		b.spend(client)
 	}
-	if b.tokens[client] >= 1 {
-		t.Fatalf("after a burst of %d the budget still has %.2f", icmpBurst, b.tokens[client])
+	// The burst is spent: the next error must wait for the budget to refill.
+	start := time.Now()
+	b.spend(client)
+	if waited, least := time.Since(start), time.Duration(0.9/icmpRate*float64(time.Second)); waited < least {
+		t.Errorf("after a burst of %d the next refusal went after %v, want at least %v", icmpBurst, waited, least)
 	}
 }

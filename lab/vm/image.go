@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -291,9 +290,8 @@ func buildBaseImage(ctx context.Context, k Kernel, in hostInputs, dst string, lg
 
 // baseTree lays out the guest root: a merged-/usr Debian-like tree with busybox,
 // the tools and their libraries, /etc files and /init. Modules are added by the
-// caller.
-// baseTree lays out the base image; leftOut names the plugins the host's own
-// loader could not load, which the guest goes without.
+// caller. leftOut names the plugins the host's own loader could not load, which
+// the guest goes without.
 func baseTree(ctx context.Context, in hostInputs) (t tree, leftOut []string, err error) {
 	t = tree{}
 	for _, d := range []string{"usr/bin", "usr/sbin", "usr/lib", "usr/lib64", "etc/svclab", "proc", "sys", "dev", "run", "svclab", "out", "var", "mnt"} {
@@ -336,24 +334,16 @@ func baseTree(ctx context.Context, in hostInputs) (t tree, leftOut []string, err
 		elfs = append(elfs, h)
 		provided[path.Base(h)] = true
 	}
+	var plugins []string
+	pluginAt := map[string]string{} // host path -> guest path
 	for _, g := range sortedKeys(in.dirs) {
 		if err := t.hostTree(g, in.dirs[g], false); err != nil {
 			return nil, nil, err
 		}
 		sos, _ := filepath.Glob(filepath.Join(in.dirs[g], "*.so"))
 		for _, so := range sos {
-			// A plugin needing a library the host lacks cannot load on the host
-			// either (iproute2 only recommends libatm1, which tc's q_atm.so
-			// needs): the guest goes without it, as the host does.
-			_, err := librariesOf(ctx, so)
-			var missing missingLibraryError
-			if errors.As(err, &missing) {
-				gp := path.Join(g, filepath.Base(so))
-				delete(t, guestKey(gp))
-				leftOut = append(leftOut, fmt.Sprintf("/%s (%v)", gp, err))
-				continue
-			}
-			elfs = append(elfs, so)
+			plugins = append(plugins, so)
+			pluginAt[so] = path.Join(g, filepath.Base(so))
 		}
 	}
 	for _, f := range in.etc {
@@ -361,9 +351,16 @@ func baseTree(ctx context.Context, in hostInputs) (t tree, leftOut []string, err
 			return nil, nil, err
 		}
 	}
-	libs, err := sharedLibraries(ctx, elfs)
+	libs, unloadable, err := sharedLibraries(ctx, elfs, plugins)
 	if err != nil {
 		return nil, nil, err
+	}
+	// A plugin needing a library the host lacks cannot load on the host either
+	// (iproute2 only recommends libatm1, which tc's q_atm.so needs): the guest
+	// goes without it, as the host does.
+	for _, so := range sortedKeys(unloadable) {
+		delete(t, guestKey(pluginAt[so]))
+		leftOut = append(leftOut, fmt.Sprintf("/%s (%v)", pluginAt[so], unloadable[so]))
 	}
 	for _, l := range libs {
 		if err := t.hostFile(l, l, false); err != nil {

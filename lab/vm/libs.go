@@ -3,8 +3,10 @@ package vm
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os/exec"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -12,23 +14,31 @@ import (
 // sharedLibraries returns every shared library (and the dynamic loader) the given
 // ELF files need, as host paths, by asking ldd. Statically linked files need
 // none. ldd runs the dynamic loader in trace mode; it does not run the files.
-func sharedLibraries(ctx context.Context, files []string) ([]string, error) {
-	libs := map[string]bool{}
-	for _, f := range files {
+// A plugin (dlopened at run time) that needs a library the host lacks is no
+// error: it is returned in unloadable, with the reason, and its needs are not.
+func sharedLibraries(ctx context.Context, files, plugins []string) (libs []string, unloadable map[string]error, err error) {
+	set := map[string]bool{}
+	unloadable = map[string]error{}
+	for i, f := range append(slices.Clone(files), plugins...) {
 		found, err := librariesOf(ctx, f)
+		var missing missingLibraryError
+		if i >= len(files) && errors.As(err, &missing) {
+			unloadable[f] = err
+			continue
+		}
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		for _, l := range found {
-			libs[l] = true
+			set[l] = true
 		}
 	}
-	out := make([]string, 0, len(libs))
-	for l := range libs {
-		out = append(out, l)
+	libs = make([]string, 0, len(set))
+	for l := range set {
+		libs = append(libs, l)
 	}
-	sort.Strings(out)
-	return out, nil
+	sort.Strings(libs)
+	return libs, unloadable, nil
 }
 
 // missingLibraryError is a library that an ELF file needs and the host does not have.

@@ -33,7 +33,7 @@ func TestSharedLibrariesOfIpvsadm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	libs, err := sharedLibraries(context.Background(), []string{host})
+	libs, _, err := sharedLibraries(context.Background(), []string{host}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
