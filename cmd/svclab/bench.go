@@ -220,12 +220,12 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		native = append(native, m)
 	}
+	if f.vmOnly && f.noVM {
+		return usage(errors.New("--vm-only and --no-vm contradict each other"))
+	}
 	useVM := len(missing) > 0 || f.vmOnly
 	if useVM && f.noVM {
 		return usage(fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(missing, ", ")))
-	}
-	if f.vmOnly && f.noVM {
-		return usage(errors.New("--vm-only and --no-vm contradict each other"))
 	}
 	// A part left from an earlier run must not be shown as this run's.
 	for _, p := range append(slices.Clone(bench.Parts), bench.SummaryFile) {
@@ -254,7 +254,10 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		return usage(fmt.Errorf("VM part: %w", err))
 	}
 	var hostConf bench.Config
-	hostModes := slices.DeleteFunc(slices.Clone(native), func(m string) bool { return f.vmOnly })
+	var hostModes []string
+	if !f.vmOnly {
+		hostModes = native
+	}
 	if len(hostModes) > 0 {
 		if hostConf, err = benchConfig(fs, f, bench.WhereHost); err != nil {
 			return usage(fmt.Errorf("host part: %w", err))

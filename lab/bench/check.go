@@ -93,13 +93,15 @@ func (k *checker) cut(s subject, n, e int) bool {
 }
 
 // need checks that a metric has rows: at least min of them, unless a note
-// about the cell explains fewer.
-func (k *checker) need(s subject, n, e int, metric string, min int) {
+// about the cell explains fewer. That note must name the cell and contain
+// every word of why (say, the phase and its colon): a note about something
+// else in the same cell explains nothing.
+func (k *checker) need(s subject, n, e int, metric string, min int, why ...string) {
 	got := len(k.sr.get(s, n, e, metric))
 	switch {
 	case got == 0:
 		k.fail("%s N=%d E=%d: no %s", s, n, e, metric)
-	case got < min && !k.noted(s, fmt.Sprintf("N=%d E=%d", n, e)):
+	case got < min && (len(why) == 0 || !k.noted(s, append([]string{fmt.Sprintf("N=%d E=%d ", n, e)}, why...)...)):
 		k.fail("%s N=%d E=%d: %d %s, want at least %d", s, n, e, got, metric, min)
 	}
 }
@@ -117,7 +119,8 @@ func (k *checker) atLeast(s subject, n, e int, metric string, want float64) {
 // (a latency, or a recorded failure).
 func (k *checker) updates(s subject, n, e int, phases ...phase) {
 	for _, ph := range phases {
-		k.need(s, n, e, ph.name+"_sync", k.r.Config.MinReps)
+		// Explained by the cell budget's or the probe Services' note on this phase.
+		k.need(s, n, e, ph.name+"_sync", k.r.Config.MinReps, ph.name+":")
 		syncs := len(k.sr.get(s, n, e, ph.name+"_sync"))
 		if got := len(k.sr.get(s, n, e, ph.name+"_programming")) + len(k.sr.get(s, n, e, ph.name+"_failed")); got != syncs {
 			k.fail("%s N=%d E=%d: %d %s outcomes for %d syncs", s, n, e, got, ph.name, syncs)
@@ -127,7 +130,8 @@ func (k *checker) updates(s subject, n, e int, phases ...phase) {
 
 func (k *checker) dataPath(s subject, n, e int) {
 	for _, m := range []string{"connect_baseline", "connect_first", "connect_last", "connect_pod"} {
-		k.need(s, n, e, m, k.r.Config.Connects)
+		// Explained by the note on failed connections to this target.
+		k.need(s, n, e, m, k.r.Config.Connects, "data path:", "("+m+")")
 	}
 }
 
@@ -215,6 +219,10 @@ func checkReportDir(dir string) error {
 	c := r.Config
 	if len(c.Services) == 0 || len(c.Endpoints) == 0 || len(c.Modes) == 0 || c.MinReps < 1 || c.Connects < 1 {
 		k.fail("%s: settings lack sizes, modes, repetitions or connections", MachineFile)
+	}
+	if slices.Contains(c.Modes, "iptables") && (len(c.Methods) == 0 || len(c.Backends) == 0) {
+		// Else no iptables cell would be asked for, and none checked.
+		k.fail("%s: settings lack iptables methods or backends", MachineFile)
 	}
 	for _, row := range r.Rows {
 		if row.Value < 0 && row.Metric != "kernel_memory" {

@@ -217,6 +217,15 @@ func TestCheckOutputAcceptsNotedCuts(t *testing.T) {
 	}
 }
 
+// Settings that ask for no iptables cell cannot make missing iptables rows pass.
+func TestCheckOutputNeedsIPTablesBackends(t *testing.T) {
+	r := fakeReport(testConfig())
+	r.Config.Backends = nil
+	if err := CheckOutput(writeReport(t, r)); err == nil || !strings.Contains(err.Error(), "methods or backends") {
+		t.Errorf("CheckOutput with no backends = %v", err)
+	}
+}
+
 func TestCombine(t *testing.T) {
 	dir := t.TempDir()
 	host := fakeReport(testConfig())
@@ -247,5 +256,35 @@ func TestCombine(t *testing.T) {
 	}
 	if err := CheckOutput(dir); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("does not link %s", "vm/summary.md")) {
 		t.Errorf("CheckOutput of a combined summary without links = %v", err)
+	}
+}
+
+// Too few repetitions of an update are excused by the note on that update's
+// phase only: a note on another phase, or on one failed repetition, is not.
+func TestCheckOutputExcusesOnlyWhatTheNoteSays(t *testing.T) {
+	r := fakeReport(testConfig())
+	ipvs := subject{mode: "ipvs", method: MethodNetlink}
+	// The first change repetition stays, its sync and its programming latency.
+	r.Rows = slices.DeleteFunc(r.Rows, func(row Row) bool {
+		return row.Mode == "ipvs" && row.Services == 20 && row.Endpoints == 2 &&
+			(row.Metric == "change_sync" || row.Metric == "change_programming") && row.Rep > 0
+	})
+	for _, c := range []struct {
+		note string
+		ok   bool
+	}{
+		{"", false},
+		{ipvs.String() + " N=20 E=2 add repetition 1: connection refused", false},
+		{ipvs.String() + " N=20 E=2 add: 1 of 3 repetitions (one takes 9s; cell budget 2s)", false},
+		{ipvs.String() + " N=20 E=2 change: 1 of 3 repetitions (one takes 9s; cell budget 2s)", true},
+	} {
+		r.Notes = nil
+		if c.note != "" {
+			r.Notes = []string{c.note}
+		}
+		err := CheckOutput(writeReport(t, r))
+		if (err == nil) != c.ok {
+			t.Errorf("note %q: CheckOutput = %v, want ok %v", c.note, err, c.ok)
+		}
 	}
 }

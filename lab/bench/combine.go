@@ -36,7 +36,7 @@ func Combine(dir, command string) error {
 		return fmt.Errorf("%s: no report directory (%s) to combine", dir, strings.Join(Parts, ", "))
 	}
 	for i, r := range parts {
-		what := "iptables natively, on this machine's kernel"
+		what := strings.Join(r.Config.Modes, " and ") + " natively, on this machine's kernel"
 		if names[i] == WhereVM {
 			what = "every mode side by side in svclab's VM (one guest kernel)"
 		}

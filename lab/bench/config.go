@@ -8,14 +8,17 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/iptables"
+	xt "github.com/svclab/svclab/lab/proxy/xtables"
 )
 
-// Methods of the iptables mode the bench compares (proxy.Options.Apply values).
+// Methods of the iptables mode the bench compares: the iptables proxier's
+// apply methods (proxy.Options.Apply values).
 const (
-	MethodFull    = "full"
-	MethodPartial = "partial"
-	MethodChanged = "changed"
-	MethodPerRule = "per-rule"
+	MethodFull    = iptables.ApplyFull
+	MethodPartial = iptables.ApplyPartial
+	MethodChanged = iptables.ApplyChanged
+	MethodPerRule = iptables.ApplyPerRule
 	// MethodNetlink is how the IPVS mode writes: incremental netlink calls.
 	MethodNetlink = "netlink"
 	// methodSync labels any other registered mode, whose way of writing the bench
@@ -79,7 +82,7 @@ type Config struct {
 
 // DefaultConfig is the default run for where ("host" or "vm"), sized so that
 // both parts together finish within 15 minutes on a 2-core machine: the host
-// part has 7 minutes, the VM part 5.5 (the VM's boot, and the step under way
+// part has 8 minutes, the VM part 5.5 (the VM's boot, and the step under way
 // at a deadline, up to a minute or two in the VM, come on top).
 // Whatever does not fit is cut (cheapest and most compared first: see
 // runner.groups) and the notes say what.
@@ -195,8 +198,8 @@ func (c *Config) Validate() error {
 			}
 		}
 		for _, b := range c.Backends {
-			if b != "nft" && b != "legacy" {
-				errs = append(errs, fmt.Errorf("iptables backend %q: want nft or legacy", b))
+			if _, err := xt.BackendFor(b); err != nil {
+				errs = append(errs, err)
 			}
 		}
 		if len(c.Methods) == 0 || len(c.Backends) == 0 {

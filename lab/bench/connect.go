@@ -182,8 +182,6 @@ func (p *prober) close() {
 type probeResult struct {
 	Latency  time.Duration
 	Attempts int
-	// Skipped counts ticks at which every worker was busy.
-	Skipped int
 	// Interval is the mean time between attempts, up to the last one started.
 	Interval time.Duration
 }
@@ -210,8 +208,8 @@ func (p *prober) firstSuccess(ctx context.Context, to netip.AddrPort, start time
 			r.Attempts++
 			last = time.Now()
 		default:
+			// Every worker is busy: this tick sends nothing.
 			p.inflight.Add(-1)
-			r.Skipped++
 		}
 	}
 	send()

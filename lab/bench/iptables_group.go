@@ -176,8 +176,9 @@ func (r *runner) firstCold(ctx context.Context, nd *node, x xtables, g group, s 
 	}()
 	cctx, cancel := r.capped(ctx)
 	cold, err = timedSync(cctx, p, st.current())
+	capped := errors.Is(cctx.Err(), context.DeadlineExceeded)
 	cancel()
-	if err != nil && ctx.Err() == nil && r.c.ColdCap > 0 && cold >= r.c.ColdCap {
+	if err != nil && ctx.Err() == nil && capped {
 		p.Close()
 		r.cutCurve(g, fmt.Sprintf("its cold sync did not finish within %s (cap) and was stopped", r.c.ColdCap))
 		return nil, nil, 0, nil
@@ -248,8 +249,9 @@ func (r *runner) overhead(ctx context.Context, nd *node, x xtables, g group, s s
 		}
 		cctx, cancel := r.capped(ctx)
 		d, err := x.restore(cctx, input)
+		capped := errors.Is(cctx.Err(), context.DeadlineExceeded)
 		cancel()
-		if err != nil && ctx.Err() == nil && r.c.ColdCap > 0 && d >= r.c.ColdCap {
+		if err != nil && ctx.Err() == nil && capped {
 			r.note("%s N=%d E=%d: bare iptables-restore stopped at the %s cap", bare, n, e, r.c.ColdCap)
 			return nil
 		}

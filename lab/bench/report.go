@@ -142,7 +142,6 @@ func Load(dir string) (*Report, error) {
 // series groups rows by subject, size and metric.
 type series struct {
 	values map[seriesKey][]float64
-	units  map[string]string
 }
 
 type seriesKey struct {
@@ -152,11 +151,10 @@ type seriesKey struct {
 }
 
 func newSeries(rows []Row) *series {
-	sr := &series{values: map[seriesKey][]float64{}, units: map[string]string{}}
+	sr := &series{values: map[seriesKey][]float64{}}
 	for _, r := range rows {
 		k := seriesKey{subject{r.Mode, r.Method, r.Backend}, r.Services, r.Endpoints, r.Metric}
 		sr.values[k] = append(sr.values[k], r.Value)
-		sr.units[r.Metric] = r.Unit
 	}
 	return sr
 }

@@ -192,7 +192,6 @@ func (r *runner) outOfTime(s subject, g group) bool {
 
 // groupTime is how long a curve's last lab took, and its cold sync.
 type groupTime struct {
-	n          int
 	took, cold time.Duration
 }
 
@@ -267,7 +266,7 @@ func (r *runner) run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%s N=%d E=%d: %w", g.label(), g.n, g.e, err)
 		}
-		r.took[g.curve()] = groupTime{n: g.n, took: time.Since(start), cold: r.lastCold(g)}
+		r.took[g.curve()] = groupTime{took: time.Since(start), cold: r.lastCold(g)}
 		r.logf("[%d/%d] %s N=%d E=%d done in %s", i+1, len(gs), g.label(), g.n, g.e, time.Since(start).Round(100*time.Millisecond))
 	}
 	return nil

@@ -352,7 +352,6 @@ func (r *Report) sizeTable(w io.Writer, sr *series, e int, ns []int, metric stri
 	}
 }
 
-// overheadRatio is svclab's cold sync over the bare restore, p50 against p50.
 // overheadRatios compare a cold sync by svclab's proxier with bare
 // iptables-restore of the same input (p50 against p50): whole is the whole
 // sync, own only svclab's own part of it (computing the rules and the input,

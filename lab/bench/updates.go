@@ -59,7 +59,8 @@ func (r *runner) repetitions(rep int, start time.Time) bool {
 	if next <= r.c.CellBudget {
 		return true
 	}
-	return rep < r.c.MinReps && next <= 3*r.c.CellBudget
+	// Below --min-reps, go on unless one repetition alone exceeds the budget.
+	return rep < r.c.MinReps && spent/time.Duration(rep) <= r.c.CellBudget
 }
 
 // repeat measures one kind of update up to Reps times: the sync's duration and
