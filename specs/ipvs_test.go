@@ -456,16 +456,8 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 		})
 		dumpOnFailure(&l)
 
-		count := func(seq []string) map[string]int {
-			n := map[string]int{}
-			for _, p := range seq {
-				n[p]++
-			}
-			return n
-		}
-
 		It("splits evenly while kube-proxy's weights are all 1", func() {
-			Expect(count(sequence(l, "c-1", "10.96.0.10:80", 30))).To(Equal(map[string]int{"b-1": 10, "b-2": 10, "b-3": 10}))
+			Expect(distribution(l, "c-1", "10.96.0.10:80", 30)).To(Equal(map[string]int{"b-1": 10, "b-2": 10, "b-3": 10}))
 		})
 
 		It("follows weights: set to 3:2:1 over netlink (kube-proxy only ever sets 1; it leaves them until it restarts), 60 connections split 30:20:10", func() {
@@ -478,7 +470,7 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 				d.Weight = weights[d.Address.String()]
 				Expect(h.UpdateDestination(svc, d)).To(Succeed())
 			}
-			Expect(count(sequence(l, "c-1", "10.96.0.10:80", 60))).To(Equal(map[string]int{"b-1": 30, "b-2": 20, "b-3": 10}))
+			Expect(distribution(l, "c-1", "10.96.0.10:80", 60)).To(Equal(map[string]int{"b-1": 30, "b-2": 20, "b-3": 10}))
 		})
 	})
 

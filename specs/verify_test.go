@@ -2,7 +2,6 @@ package specs
 
 import (
 	"context"
-	"os"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -45,9 +44,7 @@ var _ = Describe("svclab verify", Label("verify"), func() {
 })
 
 func fromFile(path string) *topology.Topology {
-	data, err := os.ReadFile(path)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	t, err := topology.Parse(path, data)
+	t, err := topology.Load(path)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return t
 }

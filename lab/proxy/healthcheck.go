@@ -156,18 +156,18 @@ func (h *HealthServer) serviceHandler(svc string) http.Handler {
 			// kube-proxy answers a request racing a closed check with nothing.
 			return
 		}
-		// svclab's proxiers sync synchronously: a proxier that returned is healthy.
-		const proxyHealthy = true
+		// svclab's proxiers sync synchronously: a proxier that returned is
+		// healthy, so kube-proxy's serviceProxyHealthy is always true here.
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		w.Header().Set("X-Load-Balancing-Endpoint-Weight", strconv.Itoa(count))
-		if count != 0 && proxyHealthy {
+		if count != 0 {
 			w.WriteHeader(http.StatusOK)
 		} else {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
 		fmt.Fprintf(w, "{\n\t\"service\": {\n\t\t\"namespace\": %q,\n\t\t\"name\": %q\n\t},\n\t\"localEndpoints\": %d,\n\t\"serviceProxyHealthy\": %v\n}",
-			namespace, name, count, proxyHealthy)
+			namespace, name, count, true)
 	})
 }
 
@@ -193,7 +193,8 @@ func (h *HealthServer) serveHealthz(w http.ResponseWriter, r *http.Request) {
 	last := h.lastUpdated
 	h.mu.RUnlock()
 	now := time.Now()
-	health := proxyHealth{LastUpdated: last, CurrentTime: now, Healthy: true, Status: map[string]proxierHealth{}}
+	// kube-proxy reports the current time as lastUpdated when healthy.
+	health := proxyHealth{LastUpdated: now, CurrentTime: now, Healthy: true, Status: map[string]proxierHealth{}}
 	if !last.IsZero() {
 		health.Status["IPv4"] = proxierHealth{LastUpdated: last, Healthy: true}
 	}
@@ -201,8 +202,6 @@ func (h *HealthServer) serveHealthz(w http.ResponseWriter, r *http.Request) {
 		eligible := true
 		health.NodeEligible = &eligible
 	}
-	// kube-proxy reports the current time as lastUpdated when healthy.
-	health.LastUpdated = now
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(http.StatusOK)

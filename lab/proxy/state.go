@@ -71,8 +71,8 @@ func protocolOf(p corev1.Protocol) corev1.Protocol {
 
 // endpointsFor collects the endpoints of one Service port from every slice of the
 // Service as kube-proxy's endpoint slice cache does: the first address of each
-// endpoint only, one endpoint per address (a ready one wins over a terminating
-// one), sorted by "ip:port" text.
+// endpoint only, one endpoint per address (one not terminating wins over a
+// terminating one), sorted by "ip:port" text.
 func endpointsFor(svc *corev1.Service, port corev1.ServicePort, slices []discoveryv1.EndpointSlice) []Endpoint {
 	seen := map[netip.AddrPort]int{}
 	var eps []Endpoint

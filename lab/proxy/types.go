@@ -47,8 +47,20 @@ type ServicePort struct {
 	HealthCheckNodePort int
 	// AffinitySeconds is the ClientIP session affinity timeout; 0 means no affinity.
 	AffinitySeconds int
-	// Endpoints lists every endpoint of the port, ready or not, sorted by address.
+	// Endpoints lists every endpoint of the port, ready or not, sorted by
+	// "ip:port" text.
 	Endpoints []Endpoint
+}
+
+// ClonePorts copies ports deep enough that changing the copies' endpoints
+// leaves the originals alone: what a proxier keeps of its last sync.
+func ClonePorts(ports []ServicePort) []ServicePort {
+	out := make([]ServicePort, len(ports))
+	for i, sp := range ports {
+		sp.Endpoints = append([]Endpoint(nil), sp.Endpoints...)
+		out[i] = sp
+	}
+	return out
 }
 
 // ExternallyAccessible tells whether the port takes traffic from outside the

@@ -3,7 +3,6 @@ package verify
 import (
 	"math"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +14,7 @@ import (
 
 func mustLoad(t *testing.T, path string) *topology.Topology {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	top, err := topology.Parse(path, data)
+	top, err := topology.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -262,7 +262,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		return fmt.Errorf("node %s: iptables sync: %w", p.target.Node.Name, err)
 	}
 	prev := p.lastPorts
-	p.last, p.lastPorts, p.needFull = rs, clonePorts(ports), false
+	p.last, p.lastPorts, p.needFull = rs, proxy.ClonePorts(ports), false
 	if full {
 		p.lastFull = time.Now()
 	}
@@ -358,15 +358,4 @@ func (p *Proxier) ensure(s Step) error {
 		return err
 	}
 	return p.run.Do(append([]string{"-A"}, args...)...)
-}
-
-// clonePorts copies ports deep enough that a caller changing its endpoints in place
-// after Sync cannot change what the proxier remembers of this sync.
-func clonePorts(ports []proxy.ServicePort) []proxy.ServicePort {
-	out := make([]proxy.ServicePort, len(ports))
-	for i, sp := range ports {
-		sp.Endpoints = append([]proxy.Endpoint(nil), sp.Endpoints...)
-		out[i] = sp
-	}
-	return out
 }

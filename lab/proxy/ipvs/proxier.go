@@ -257,7 +257,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		return fmt.Errorf("node %s: ipvs sync: %w", p.target.Node.Name, err)
 	}
 	prev := p.lastPorts
-	p.lastPorts, p.initial = clonePorts(ports), false
+	p.lastPorts, p.initial = proxy.ClonePorts(ports), false
 	if !p.noCT {
 		t := time.Now()
 		n, err := proxy.CleanStaleUDPConntrack(p.k.nl, prev, ports)
@@ -507,15 +507,4 @@ func (p *Proxier) syncSet(s ipsetDef, entries []string) error {
 		}
 	}
 	return nil
-}
-
-// clonePorts copies ports deep enough that a caller changing endpoints in place
-// cannot change what the proxier remembers.
-func clonePorts(ports []proxy.ServicePort) []proxy.ServicePort {
-	out := make([]proxy.ServicePort, len(ports))
-	for i, sp := range ports {
-		sp.Endpoints = append([]proxy.Endpoint(nil), sp.Endpoints...)
-		out[i] = sp
-	}
-	return out
 }
