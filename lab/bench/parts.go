@@ -21,8 +21,9 @@ var durationType = reflect.TypeFor[time.Duration]()
 // aside) are the parts, named in lower case. The bench times every sync itself
 // and needs none of this; it only explains where the time went (the iptables
 // proxier: generate, setup, save, write, conntrack; the IPVS one: iptables,
-// ipvs, ipsets, conntrack). Read by reflection so that no mode's internals are
-// compiled in.
+// ipvs, ipsets, conntrack). Read by reflection so that any mode offering it is
+// read alike, without a case per mode; TestSyncParts holds the two modes here
+// to it.
 func syncParts(p proxy.Proxier) []part {
 	m := reflect.ValueOf(p).MethodByName("LastSync")
 	if !m.IsValid() || m.Type().NumIn() != 0 || m.Type().NumOut() != 1 || m.Type().Out(0).Kind() != reflect.Struct {

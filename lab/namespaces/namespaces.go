@@ -118,9 +118,8 @@ func Do(name string, fn func() error) error {
 func Sysctl(name string, settings []Setting) error {
 	return Do(name, func() error {
 		for _, s := range settings {
-			p := "/proc/sys/" + strings.ReplaceAll(s.Key, ".", "/")
-			if err := os.WriteFile(p, []byte(s.Value), 0o644); err != nil {
-				return fmt.Errorf("sysctl %s=%s: %w", s.Key, s.Value, err)
+			if err := writeSysctl(s.Key, s.Value); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -133,13 +132,37 @@ type Setting struct{ Key, Value string }
 // ReadSysctl reads one net sysctl inside the named namespace.
 func ReadSysctl(name, key string) (string, error) {
 	var v string
-	err := Do(name, func() error {
-		b, err := os.ReadFile("/proc/sys/" + strings.ReplaceAll(key, ".", "/"))
-		v = strings.TrimSpace(string(b))
+	err := Do(name, func() (err error) {
+		v, err = ReadSysctlHere(key)
 		return err
 	})
 	return v, err
 }
+
+// ReadSysctlHere reads a sysctl (dotted key) of the calling thread's network
+// namespace: for code already inside Do.
+func ReadSysctlHere(key string) (string, error) {
+	b, err := os.ReadFile(sysctlPath(key))
+	return strings.TrimSpace(string(b)), err
+}
+
+// EnsureSysctlHere sets a sysctl (dotted key) of the calling thread's network
+// namespace unless it has the value already, as kube-proxy's EnsureSysctl does.
+func EnsureSysctlHere(key, value string) error {
+	if cur, err := ReadSysctlHere(key); err == nil && cur == value {
+		return nil
+	}
+	return writeSysctl(key, value)
+}
+
+func writeSysctl(key, value string) error {
+	if err := os.WriteFile(sysctlPath(key), []byte(value), 0o644); err != nil {
+		return fmt.Errorf("sysctl %s=%s: %w", key, value, err)
+	}
+	return nil
+}
+
+func sysctlPath(key string) string { return "/proc/sys/" + strings.ReplaceAll(key, ".", "/") }
 
 // Output runs a program inside the named namespace and returns its standard output;
 // on failure the error carries its standard error.

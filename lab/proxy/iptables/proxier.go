@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
 )
@@ -192,7 +193,7 @@ func (p *Proxier) open() error {
 	// kube-proxy reads this once at start: with the kernel's liberal TCP window
 	// tracking there are no INVALID packets to drop.
 	return p.ns.Do(func(cnins.NetNS) error {
-		liberal, err := xtables.ReadSysctl("net/netfilter/nf_conntrack_tcp_be_liberal")
+		liberal, err := namespaces.ReadSysctlHere("net.netfilter.nf_conntrack_tcp_be_liberal")
 		if err == nil {
 			p.cfg.ConntrackTCPLiberal = liberal != "0"
 		}
@@ -318,7 +319,7 @@ func (p *Proxier) setup() error {
 	// packets to 127.0.0.0/8 after DNAT only with route_localnet. Before 1.26
 	// kube-proxy set it unconditionally, since then whenever localhost NodePorts
 	// are on. The sysctl is per namespace: only the node's is touched.
-	if err := xtables.EnsureSysctl("net/ipv4/conf/all/route_localnet", "1"); err != nil {
+	if err := namespaces.EnsureSysctlHere("net.ipv4.conf.all.route_localnet", "1"); err != nil {
 		return err
 	}
 	if p.acct != nil {

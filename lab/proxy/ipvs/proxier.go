@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
 )
@@ -137,18 +138,18 @@ func (p *Proxier) open() error {
 // has no option for it.
 func setSysctls() error {
 	settings := [][2]string{
-		{"net/ipv4/vs/conntrack", "1"},
+		{"net.ipv4.vs.conntrack", "1"},
 	}
 	if major, minor, ok := kernelRelease(); ok && (major < 5 || (major == 5 && minor < 9)) && (major > 4 || (major == 4 && minor >= 1)) {
-		settings = append(settings, [2]string{"net/ipv4/vs/conn_reuse_mode", "0"})
+		settings = append(settings, [2]string{"net.ipv4.vs.conn_reuse_mode", "0"})
 	}
 	settings = append(settings,
-		[2]string{"net/ipv4/vs/expire_nodest_conn", "1"},
-		[2]string{"net/ipv4/vs/expire_quiescent_template", "1"},
-		[2]string{"net/ipv4/ip_forward", "1"},
+		[2]string{"net.ipv4.vs.expire_nodest_conn", "1"},
+		[2]string{"net.ipv4.vs.expire_quiescent_template", "1"},
+		[2]string{"net.ipv4.ip_forward", "1"},
 	)
 	for _, s := range settings {
-		if err := xtables.EnsureSysctl(s[0], s[1]); err != nil {
+		if err := namespaces.EnsureSysctlHere(s[0], s[1]); err != nil {
 			return err
 		}
 	}

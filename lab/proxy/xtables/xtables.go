@@ -201,22 +201,3 @@ func ChainsIn(save []byte) []string {
 	}
 	return chains
 }
-
-// ReadSysctl reads a sysctl ("net/ipv4/ip_forward") of the calling thread's
-// network namespace.
-func ReadSysctl(key string) (string, error) {
-	b, err := os.ReadFile("/proc/sys/" + key)
-	return strings.TrimSpace(string(b)), err
-}
-
-// EnsureSysctl sets a sysctl of the calling thread's network namespace unless it
-// has the value already, as kube-proxy's EnsureSysctl.
-func EnsureSysctl(key, value string) error {
-	if cur, err := ReadSysctl(key); err == nil && cur == value {
-		return nil
-	}
-	if err := os.WriteFile("/proc/sys/"+key, []byte(value), 0o644); err != nil {
-		return fmt.Errorf("sysctl %s=%s: %w", strings.ReplaceAll(key, "/", "."), value, err)
-	}
-	return nil
-}
