@@ -3,7 +3,9 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -62,7 +64,7 @@ func ipvsCounts(ns string) (services, reals int, ok bool, err error) {
 		data, rerr = os.ReadFile("/proc/thread-self/net/ip_vs")
 		return rerr
 	})
-	if os.IsNotExist(err) || (err != nil && strings.Contains(err.Error(), "no such file")) {
+	if errors.Is(err, fs.ErrNotExist) {
 		return 0, 0, false, nil
 	}
 	if err != nil {
