@@ -39,10 +39,9 @@ type churnResult struct {
 	failures   map[traffic.Outcome]int
 }
 
-// churn opens new connections back to back from the client while the Service's
-// endpoints go 2 -> 5 -> 1 -> 3, and counts what failed. Endpoints change by
-// readiness, so the backend pods themselves stay up: every failure is the rules'.
-func churn(l *lab.Lab) churnResult {
+// churn opens new connections back to back from the client while change runs,
+// and counts what failed.
+func churn(l *lab.Lab, change func()) churnResult {
 	var ok, failed atomic.Int64
 	var mu sync.Mutex
 	failures := map[traffic.Outcome]int{}
@@ -68,13 +67,22 @@ func churn(l *lab.Lab) churnResult {
 			}
 		}
 	}()
+	change()
+	close(stop)
+	<-done
+	return churnResult{ok: ok.Load(), failed: failed.Load(), failures: failures}
+}
+
+func pause() { time.Sleep(300 * time.Millisecond) }
+
+// endpointChurn takes the Service's endpoints 2 -> 5 -> 1 -> 3 by readiness, so the
+// backend pods themselves stay up: every failure while it runs is the rules'.
+func endpointChurn(l *lab.Lab) {
 	setReady := func(ready ...bool) {
 		for i, r := range ready {
-			r := r
 			Expect(l.UpdatePod(ctx(), fmt.Sprintf("default/web-%d", i+1), func(p *topology.Pod) { p.Ready = r })).To(Succeed())
 		}
 	}
-	pause := func() { time.Sleep(300 * time.Millisecond) }
 	pause()
 	setReady(true, true, true, true, true) // 5
 	pause()
@@ -82,9 +90,36 @@ func churn(l *lab.Lab) churnResult {
 	pause()
 	setReady(true, true, true, false, false) // 3
 	pause()
-	close(stop)
-	<-done
-	return churnResult{ok: ok.Load(), failed: failed.Load(), failures: failures}
+}
+
+// nonAtomicRewrite rewrites the Service's rules on the client's node the way an
+// update that is not atomic would: its backends gone for a second (the KUBE-SVC
+// chain flushed, or the IPVS virtual server's real servers deleted), then put back.
+// Connections made in between find no backend.
+func nonAtomicRewrite(l *lab.Lab, m modeCase, node, vip string) {
+	pause()
+	switch m.name {
+	case "iptables":
+		chain, rules := svcChainRules(l, m, node, vip)
+		restoreChain(l, m, node, chain, nil)
+		time.Sleep(time.Second)
+		restoreChain(l, m, node, chain, rules)
+	case "ipvs":
+		h := ipvsAt(l, node)
+		svc := virtualServer(h, vip, 80)
+		dests, err := h.GetDestinations(svc)
+		Expect(err).NotTo(HaveOccurred())
+		for _, d := range dests {
+			Expect(h.DelDestination(svc, d)).To(Succeed())
+		}
+		time.Sleep(time.Second)
+		for _, d := range dests {
+			Expect(h.NewDestination(svc, d)).To(Succeed())
+		}
+	default:
+		Fail("no non-atomic rewrite is defined for mode " + m.label)
+	}
+	pause()
 }
 
 var _ = Describe("Endpoint churn under load", func() {
@@ -102,7 +137,7 @@ var _ = Describe("Endpoint churn under load", func() {
 				o := m.options()
 				o.Proxy.Apply = method
 				l := upLab(parse("churn.yaml", churnLab), o)
-				res := churn(l)
+				res := churn(l, func() { endpointChurn(l) })
 				AddReportEntry("churn "+label, fmt.Sprintf("%d connections, %d failed %v", res.ok+res.failed, res.failed, res.failures))
 				GinkgoWriter.Printf("churn %s: %d connections, %d failed %v\n", label, res.ok+res.failed, res.failed, res.failures)
 				Expect(res.ok).To(BeNumerically(">", 100), "the client kept connecting")
@@ -115,5 +150,15 @@ var _ = Describe("Endpoint churn under load", func() {
 				Expect(res.failed).To(BeZero(), "%s applies each change atomically: no connection may fail (%v)", label, res.failures)
 			})
 		}
+
+		It("negative control: the same count sees the failures of a non-atomic rewrite, "+m.label, Label(m.label, "churn"), func() {
+			l := upLab(parse("churn.yaml", churnLab), m.options())
+			// The client connects back to back, in milliseconds while backends
+			// answer: some connection must start in the second they are gone.
+			res := churn(l, func() { nonAtomicRewrite(l, m, "node-2", "10.96.0.10") })
+			AddReportEntry("churn negative control "+m.label, fmt.Sprintf("%d connections, %d failed %v", res.ok+res.failed, res.failed, res.failures))
+			Expect(res.ok).To(BeNumerically(">", 0), "connections while the backends were there succeed")
+			Expect(res.failed).To(BeNumerically(">", 0), "connections while the backends were gone must fail")
+		})
 	}
 })

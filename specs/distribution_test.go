@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/moby/ipvs"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
@@ -182,52 +181,26 @@ var (
 // gets 70% of new connections. It is the last spec of its lab: the lab's proxier
 // does not know its rules were changed behind its back.
 func skew(l *lab.Lab, m modeCase, node, vip string) {
-	ns := netnsOf(l, node)
 	switch m.name {
 	case "iptables":
-		save := "iptables-" + m.backend + "-save"
-		out, err := namespaces.Output(ns, save, "-t", "nat")
-		Expect(err).NotTo(HaveOccurred())
-		chain := ""
-		for _, line := range strings.Split(string(out), "\n") {
-			if mm := svcJump.FindStringSubmatch(line); mm != nil && mm[1] == vip {
-				chain = mm[2]
-			}
-		}
-		Expect(chain).NotTo(BeEmpty(), "the KUBE-SVC chain of %s", vip)
-		var rules []string
+		chain, rules := svcChainRules(l, m, node, vip)
 		skewed := 0
-		for _, line := range strings.Split(string(out), "\n") {
-			if strings.HasPrefix(line, "-A "+chain+" ") {
-				if probability.MatchString(line) {
-					line = probability.ReplaceAllString(line, "--probability 0.7")
-					skewed++
-				}
-				rules = append(rules, line)
+		for i, line := range rules {
+			if probability.MatchString(line) {
+				rules[i] = probability.ReplaceAllString(line, "--probability 0.7")
+				skewed++
 			}
 		}
 		Expect(skewed).To(Equal(1), "two endpoints: one rule picks the first with probability 1/2")
-		input := "*nat\n:" + chain + " - [0:0]\n" + strings.Join(rules, "\n") + "\nCOMMIT\n"
-		restore := "iptables-" + m.backend + "-restore"
-		Expect(namespaces.Do(ns, func() error { return runWithInput(input, restore, "--noflush") })).To(Succeed())
+		restoreChain(l, m, node, chain, rules)
 	case "ipvs":
 		// kube-proxy gives every real server weight 1 and keeps to rr; here the
 		// virtual server is switched to wrr and its two real servers weighted 7:3
 		// over netlink in the node's namespace, as `ipvsadm -E -s wrr` and
 		// `ipvsadm -e -w` would. wrr then sends exactly 7 of every 10 connections
 		// to the first.
-		h, err := ipvs.New(namespaces.Path(ns))
-		Expect(err).NotTo(HaveOccurred())
-		defer h.Close()
-		svcs, err := h.GetServices()
-		Expect(err).NotTo(HaveOccurred())
-		var svc *ipvs.Service
-		for _, s := range svcs {
-			if s.Address.String() == vip && s.Port == 80 {
-				svc = s
-			}
-		}
-		Expect(svc).NotTo(BeNil(), "the virtual server %s:80", vip)
+		h := ipvsAt(l, node)
+		svc := virtualServer(h, vip, 80)
 		svc.SchedName = "wrr"
 		Expect(h.UpdateService(svc)).To(Succeed())
 		dests, err := h.GetDestinations(svc)
@@ -240,4 +213,34 @@ func skew(l *lab.Lab, m modeCase, node, vip string) {
 	default:
 		Fail("no skewed rule set is defined for mode " + m.label)
 	}
+}
+
+// svcChainRules reads, from node's nat table, the KUBE-SVC chain that the Service
+// at vip jumps to and its rules in iptables-save form.
+func svcChainRules(l *lab.Lab, m modeCase, node, vip string) (string, []string) {
+	out, err := namespaces.Output(netnsOf(l, node), "iptables-"+m.backend+"-save", "-t", "nat")
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	lines := strings.Split(string(out), "\n")
+	chain := ""
+	for _, line := range lines {
+		if mm := svcJump.FindStringSubmatch(line); mm != nil && mm[1] == vip {
+			chain = mm[2]
+		}
+	}
+	ExpectWithOffset(1, chain).NotTo(BeEmpty(), "the KUBE-SVC chain of %s", vip)
+	var rules []string
+	for _, line := range lines {
+		if strings.HasPrefix(line, "-A "+chain+" ") {
+			rules = append(rules, line)
+		}
+	}
+	return chain, rules
+}
+
+// restoreChain replaces the rules of chain in node's nat table with rules, in one
+// iptables-restore.
+func restoreChain(l *lab.Lab, m modeCase, node, chain string, rules []string) {
+	input := "*nat\n:" + chain + " - [0:0]\n" + strings.Join(rules, "\n") + "\nCOMMIT\n"
+	restore := "iptables-" + m.backend + "-restore"
+	ExpectWithOffset(1, namespaces.Do(netnsOf(l, node), func() error { return runWithInput(input, restore, "--noflush") })).To(Succeed())
 }

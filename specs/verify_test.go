@@ -2,11 +2,13 @@ package specs
 
 import (
 	"context"
+	"fmt"
 	"strings"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/verify"
 )
@@ -40,6 +42,39 @@ var _ = Describe("svclab verify", Label("verify"), func() {
 				Expect(failed).To(BeEmpty(), "%d of %d checks failed:\n%s", len(failed), len(checks), strings.Join(failed, "\n"))
 			})
 		}
+
+		It("negative control: fails exactly the refusals a DROP swallows, "+m.label, func() {
+			l := upLab(parse("services.yaml", servicesLab), m.options())
+			// Service empty has no endpoints, so every connection to its ClusterIP
+			// must be refused. A DROP in raw, ahead of the proxy's REJECT (or of
+			// IPVS), on every node turns each of those refusals into silence.
+			const emptyVIP = "10.96.123.49"
+			iptables := "iptables-" + m.backend
+			if m.backend == "" {
+				iptables = "iptables-nft"
+			}
+			for _, node := range []string{"node-1", "node-2", "node-3"} {
+				for _, hook := range []string{"PREROUTING", "OUTPUT"} {
+					_, err := namespaces.Output(netnsOf(l, node), iptables, "-t", "raw", "-I", hook, "-d", emptyVIP, "-j", "DROP")
+					Expect(err).NotTo(HaveOccurred())
+				}
+			}
+			checks, err := verify.Run(context.Background(), l, m.label)
+			Expect(err).NotTo(HaveOccurred())
+			var wrong []string
+			swallowed := 0
+			for _, c := range checks {
+				dropped := c.Expected == "refused" && strings.Contains(c.To, emptyVIP+":")
+				if dropped {
+					swallowed++
+				}
+				if c.Passed == dropped {
+					wrong = append(wrong, fmt.Sprintf("%s: passed=%t, observed %s", c.Name, c.Passed, c.Observed))
+				}
+			}
+			Expect(swallowed).To(BeNumerically(">", 0))
+			Expect(wrong).To(BeEmpty(), "every refusal of %s must fail and every other check pass:\n%s", emptyVIP, strings.Join(wrong, "\n"))
+		})
 	}
 })
 

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/namespaces"
 )
 
@@ -111,7 +112,7 @@ func TestConntrackCleanupNeeded(t *testing.T) {
 // (datagrams through DNAT rules, as kube-proxy's would send them) and checks that
 // the cleanup deletes exactly the stale ones.
 func TestCleanStaleUDPConntrack(t *testing.T) {
-	ns, h := newTestNS(t)
+	ns, h := nstest.New(t, "programs conntrack")
 	lo, err := h.LinkByName("lo")
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/namespaces"
 )
 
@@ -55,7 +56,7 @@ func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
 }
 
 func TestHealthServer(t *testing.T) {
-	ns, _ := newTestNS(t)
+	ns, _ := nstest.New(t, "serves health checks")
 	hs, err := NewHealthServer(namespaces.Path(ns), "node-1")
 	if err != nil {
 		t.Fatal(err)

@@ -125,15 +125,23 @@ func (c *Conn) Ask() (Reply, error) { return c.ask("HELLO") }
 func (c *Conn) ask(line string) (Reply, error) {
 	deadline := time.Now().Add(c.d.timeout())
 	c.conn.SetDeadline(deadline)
+	_, isUDP := c.conn.(*net.UDPConn)
+	sendErr := ""
 	if _, err := c.conn.Write([]byte(line + "\n")); err != nil {
-		return Reply{}, fmt.Errorf("%s: write: %w", c.d, err)
+		if !isUDP || !errors.Is(err, syscall.EPERM) {
+			return Reply{}, fmt.Errorf("%s: write: %w", c.d, err)
+		}
+		// A rule in this namespace's own OUTPUT path stopped the datagram. A
+		// REJECT there also sends this socket an ICMP error, which the read
+		// below returns as "refused"; a DROP sends nothing and the read times out.
+		sendErr = " (the send failed: " + err.Error() + ")"
 	}
 	var resp []byte
-	if _, isUDP := c.conn.(*net.UDPConn); isUDP {
+	if isUDP {
 		buf := make([]byte, 2048)
 		n, err := c.conn.Read(buf)
 		if err != nil {
-			return Reply{}, fmt.Errorf("%s: read: %w", c.d, err)
+			return Reply{}, fmt.Errorf("%s: read%s: %w", c.d, sendErr, err)
 		}
 		resp = buf[:n]
 	} else {

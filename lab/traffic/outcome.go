@@ -41,11 +41,6 @@ func Classify(err error) Outcome {
 		switch errno {
 		case syscall.ECONNREFUSED:
 			return Refused
-		case syscall.EPERM:
-			// A rule in the sender's own OUTPUT path rejected the packet: a node's
-			// UDP send to a Service without endpoints fails at once with EPERM
-			// instead of waiting for an ICMP error.
-			return Refused
 		case syscall.ECONNRESET, syscall.EPIPE, syscall.ECONNABORTED:
 			return Reset
 		case syscall.EHOSTUNREACH, syscall.ENETUNREACH:

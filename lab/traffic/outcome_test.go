@@ -29,7 +29,8 @@ func TestClassify(t *testing.T) {
 		{&net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}, Reset},
 		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ENETUNREACH)}, Unreachable},
 		{&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.EHOSTUNREACH)}, Unreachable},
-		{&net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPERM)}, Refused},
+		// A local OUTPUT rule's EPERM is resolved by the client (see Conn.ask).
+		{&net.OpError{Op: "write", Err: os.NewSyscallError("write", syscall.EPERM)}, Failed},
 		{fmt.Errorf("read: %w", io.EOF), Reset},
 		{errors.New("something else"), Failed},
 	} {

@@ -9,8 +9,6 @@ import (
 	"sort"
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
@@ -158,11 +156,6 @@ func (m *model) expectIPTables(src Source, port *proxy.ServicePort, tgt Target) 
 		if sp.InternalLocal {
 			eps, why = c.Local, "internalTrafficPolicy Local: endpoints on "+d
 			if len(eps) == 0 {
-				if src.Kind == "node" && sp.Protocol == corev1.ProtocolUDP {
-					// The DROP sits in the node's own OUTPUT path: a UDP send
-					// fails at once with EPERM, where a TCP SYN is retried.
-					return Expectation{Outcome: traffic.Refused, Why: "internalTrafficPolicy Local and no endpoint on " + d + ": dropped in OUTPUT, the send fails with EPERM"}
-				}
 				return Expectation{Outcome: traffic.Timeout, Why: "internalTrafficPolicy Local and no endpoint on " + d + ": dropped"}
 			}
 		} else {

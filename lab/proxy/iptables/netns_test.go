@@ -2,56 +2,21 @@ package iptables
 
 import (
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"sort"
 	"strings"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-
+	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
-// newNodeNS creates a throwaway network namespace ("svclab-t-" and a random
-// suffix) with lo up, removed when the test ends, pass or fail, and returns its
-// path. These tests program real iptables and need root; they fail, not skip,
-// without it.
+// newNodeNS creates a throwaway network namespace (see nstest.New) and returns
+// its path.
 func newNodeNS(t testing.TB) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test programs iptables in a network namespace of its own and must run as root")
-	}
-	name := fmt.Sprintf("svclab-t-%08x", rand.Uint32())
-	if err := namespaces.Create(name); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := namespaces.Delete(name); err != nil {
-			t.Errorf("delete namespace %s: %v", name, err)
-		}
-	})
-	path := namespaces.Path(name)
-	h, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
-	lo, err := nl.LinkByName("lo")
-	if err == nil {
-		err = nl.LinkSetUp(lo)
-	}
-	if err != nil {
-		t.Fatalf("namespace %s: lo up: %v", name, err)
-	}
-	return path
+	name, _ := nstest.New(t, "programs iptables")
+	return namespaces.Path(name)
 }
 
 // nsName is the name of the namespace at path, for namespaces.Output.

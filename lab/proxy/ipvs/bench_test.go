@@ -3,58 +3,26 @@ package ipvs
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
-	"os"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 )
 
-// newNodeNS creates a throwaway network namespace ("svclab-t-" and a random
-// suffix) with lo up, removed when the benchmark ends, and returns its path. It
-// needs root and a kernel with IPVS: run it in svclab's VM,
+// newNodeNS creates a throwaway network namespace (see nstest.New) and returns its
+// path. It needs root and a kernel with IPVS: run it in svclab's VM,
 //
 //	scripts/vm/run.sh --test ./lab/proxy/ipvs/ -- -test.run '^$' -test.bench .
 func newNodeNS(tb testing.TB) string {
 	tb.Helper()
-	if os.Geteuid() != 0 {
-		tb.Fatal("this benchmark programs IPVS in a network namespace of its own and must run as root")
-	}
 	if err := Available(); err != nil {
 		tb.Fatal(err)
 	}
-	name := fmt.Sprintf("svclab-t-%08x", rand.Uint32())
-	if err := namespaces.Create(name); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		if err := namespaces.Delete(name); err != nil {
-			tb.Errorf("delete namespace %s: %v", name, err)
-		}
-	})
-	h, err := netns.GetFromPath(namespaces.Path(name))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer nl.Close()
-	lo, err := nl.LinkByName("lo")
-	if err == nil {
-		err = nl.LinkSetUp(lo)
-	}
-	if err != nil {
-		tb.Fatalf("namespace %s: lo up: %v", name, err)
-	}
+	name, _ := nstest.New(tb, "programs IPVS")
 	return namespaces.Path(name)
 }
 
