@@ -13,9 +13,9 @@ import (
 
 	cnins "github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 )
@@ -246,11 +246,11 @@ func TestSysctls(t *testing.T) {
 func TestUDPConntrackCleanup(t *testing.T) {
 	for _, cleanup := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cleanup=%v", cleanup), func(t *testing.T) {
-			path := newNodeNS(t)
+			name, h := nstest.New(t, "programs iptables and conntrack")
+			path := namespaces.Path(name)
 			// Everything lives on the node's lo: the client address, the two
 			// endpoints, and a route to the service range so the client's datagram
 			// leaves and meets KUBE-SERVICES in nat OUTPUT.
-			h := nsNetlink(t, path)
 			lo, err := h.LinkByName("lo")
 			if err != nil {
 				t.Fatal(err)
@@ -294,21 +294,6 @@ func TestUDPConntrackCleanup(t *testing.T) {
 			}
 		})
 	}
-}
-
-func nsNetlink(t *testing.T, path string) *netlink.Handle {
-	t.Helper()
-	nsh, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { nsh.Close() })
-	h, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	return h
 }
 
 // udpEcho answers every datagram with the address it was received on.
