@@ -74,6 +74,19 @@ func outcome(l *lab.Lab, from, proto, to string, timeout time.Duration) traffic.
 	return traffic.Classify(err)
 }
 
+// refusal is outcome for a flow that must be refused. A refusal is a single ICMP
+// error, and a UDP datagram, unlike a TCP SYN, is not sent again: a UDP attempt that
+// times out is tried once more a second later, as svclab verify does (see
+// refuseAttempts in lab/verify). A flow that is dropped times out both times.
+func refusal(l *lab.Lab, from, proto, to string) traffic.Outcome {
+	out := outcome(l, from, proto, to, 3*time.Second)
+	if out == traffic.Timeout && proto == "UDP" {
+		time.Sleep(time.Second)
+		out = outcome(l, from, proto, to, 3*time.Second)
+	}
+	return out
+}
+
 // runWithInput runs a program with input on its standard input; call it inside
 // namespaces.Do to run it in a member's namespace.
 func runWithInput(input string, argv ...string) error {

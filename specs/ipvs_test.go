@@ -1,8 +1,6 @@
 package specs
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"net"
 	"net/netip"
@@ -150,48 +148,29 @@ func distinct(pods []string) int {
 	return len(seen)
 }
 
-// heldConn is a TCP connection from a lab member that a spec keeps open and ends
-// with a reset. IPVS keeps a reset connection in its table for 10 s (its CLOSE
-// state), a cleanly closed one for up to two minutes (FIN_WAIT, TIME_WAIT).
-type heldConn struct {
-	c  *net.TCPConn
-	rd *bufio.Reader
-}
-
-func holdOpen(l *lab.Lab, from, to string) *heldConn {
-	var c net.Conn
-	err := namespaces.Do(netnsOf(l, from), func() error {
-		var err error
-		c, err = (&net.Dialer{Timeout: 2 * time.Second}).Dial("tcp4", to)
-		return err
-	})
+// holdOpen opens a TCP connection from a lab member that the spec keeps open; it
+// is reset (traffic.Conn.Abort), not closed, when the spec ends: IPVS keeps a reset
+// connection in its table for 10 s (its CLOSE state), a cleanly closed one for up
+// to two minutes (FIN_WAIT, TIME_WAIT).
+func holdOpen(l *lab.Lab, from, to string) *traffic.Conn {
+	c, err := traffic.Open(dial(l, from, "TCP", to, 2*time.Second))
 	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "TCP from %s to %s", from, to)
-	h := &heldConn{c: c.(*net.TCPConn), rd: bufio.NewReader(c)}
-	DeferCleanup(h.reset)
-	return h
+	DeferCleanup(func() { c.Abort() })
+	return c
 }
 
-func (h *heldConn) ask() traffic.Reply {
-	h.c.SetDeadline(time.Now().Add(2 * time.Second))
-	_, err := h.c.Write([]byte("HELLO\n"))
+// askHeld is one exchange on a held connection.
+func askHeld(c *traffic.Conn) traffic.Reply {
+	r, err := c.Ask()
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	line, err := h.rd.ReadBytes('\n')
-	ExpectWithOffset(1, err).NotTo(HaveOccurred())
-	var r traffic.Reply
-	ExpectWithOffset(1, json.Unmarshal(line, &r)).To(Succeed())
 	return r
-}
-
-func (h *heldConn) reset() {
-	h.c.SetLinger(0)
-	h.c.Close()
 }
 
 // resetAsk is one exchange on a new connection ended with a reset.
 func resetAsk(l *lab.Lab, from, to string) string {
-	h := holdOpen(l, from, to)
-	defer h.reset()
-	return h.ask().Pod
+	c := holdOpen(l, from, to)
+	defer c.Abort()
+	return askHeld(c).Pod
 }
 
 // hasTemplate tells whether node's IPVS holds a persistence template for client:
@@ -410,19 +389,19 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 
 		It("graceful termination: a removed endpoint holding a connection stays at weight 0, still serving it, and is deleted once the connection left IPVS's table", func() {
 			c := holdOpen(l, "c-3", "10.96.0.30:80")
-			r := c.ask()
+			r := askHeld(c)
 			Expect(l.UpdatePod(ctx(), "default/"+r.Pod, func(p *topology.Pod) { p.Ready = false })).To(Succeed())
 			rs := realServer(l, "node-1", "10.96.0.30", 80, r.Addr)
 			Expect(rs).NotTo(BeNil(), "kept while its connection is open")
 			Expect(rs.Weight).To(Equal(0))
 			Expect(rs.ActiveConnections).To(Equal(1))
-			Expect(c.ask().Pod).To(Equal(r.Pod), "IPVS still forwards the open connection")
+			Expect(askHeld(c).Pod).To(Equal(r.Pod), "IPVS still forwards the open connection")
 			for _, p := range sequence(l, "c-3", "10.96.0.30:80", 4) {
 				Expect(p).NotTo(Equal(r.Pod), "weight 0: no new connection")
 			}
 			Consistently(func() *ipvs.Destination { return realServer(l, "node-1", "10.96.0.30", 80, r.Addr) }).
 				WithTimeout(3*time.Second).WithPolling(500*time.Millisecond).ShouldNot(BeNil(), "not deleted while the connection is open")
-			c.reset()
+			c.Abort()
 			Eventually(func() *ipvs.Destination { return realServer(l, "node-1", "10.96.0.30", 80, r.Addr) }).
 				WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(BeNil(), "deleted once the reset connection expired (10 s)")
 		})
@@ -482,21 +461,21 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 		dumpOnFailure(&l)
 
 		It("sends a new connection to the backend with the fewest: held-open connections spread one per backend, and a backend whose connection closed is chosen next", func() {
-			var held []*heldConn
+			var held []*traffic.Conn
 			var pods []string
 			for i := 0; i < 3; i++ {
 				c := holdOpen(l, "c-1", "10.96.0.10:80")
 				held = append(held, c)
-				pods = append(pods, c.ask().Pod)
+				pods = append(pods, askHeld(c).Pod)
 			}
 			Expect(distinct(pods)).To(Equal(3), "%v", pods)
 			// lc weighs an active connection 256 times an inactive one: the
 			// backend whose connection is closing now has the fewest.
-			held[1].reset()
+			held[1].Abort()
 			next := holdOpen(l, "c-1", "10.96.0.10:80")
-			Expect(next.ask().Pod).To(Equal(pods[1]))
+			Expect(askHeld(next).Pod).To(Equal(pods[1]))
 			again := holdOpen(l, "c-1", "10.96.0.10:80")
-			Expect(again.ask().Pod).NotTo(Equal(pods[1]), "now it has an active one again, like the others")
+			Expect(askHeld(again).Pod).NotTo(Equal(pods[1]), "now it has an active one again, like the others")
 		})
 	})
 })

@@ -43,7 +43,7 @@ var _ = Describe("The lab network", Ordered, Label("network"), func() {
 	})
 
 	It("answers UDP on UDP ports and refuses closed ones", func() {
-		Expect(outcome(l, "client", "UDP", "10.244.2.10:8080", time.Second)).To(Equal(traffic.Refused),
+		Expect(refusal(l, "client", "UDP", "10.244.2.10:8080")).To(Equal(traffic.Refused),
 			"web-b serves 8080/TCP only: the kernel answers ICMP port unreachable")
 	})
 

@@ -1,19 +1,15 @@
 package specs
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
 	"github.com/svclab/svclab/lab"
-	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -261,7 +257,7 @@ var _ = Describe("Services", func() {
 				DescribeTable("refuses at once instead of timing out",
 					func(from, proto, to string) {
 						// A timeout would be classified Timeout: Refused is the answer.
-						Expect(outcome(l, from, proto, to, 3*time.Second)).To(Equal(traffic.Refused))
+						Expect(refusal(l, from, proto, to)).To(Equal(traffic.Refused))
 					},
 					Entry("TCP ClusterIP from a pod", "client-1", "TCP", "10.96.123.49:80"),
 					Entry("UDP ClusterIP from a pod", "client-1", "UDP", "10.96.123.49:53"),
@@ -273,23 +269,9 @@ var _ = Describe("Services", func() {
 	}
 })
 
-// httpGet fetches a URL from inside a lab member. The transport dials from its own
-// goroutines, so its dialer enters the namespace for every connection.
+// httpGet fetches a URL from inside a lab member.
 func httpGet(l *lab.Lab, from, url string) (int, string) {
-	ns := netnsOf(l, from)
-	transport := &http.Transport{
-		DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			var c net.Conn
-			err := namespaces.Do(ns, func() error {
-				var err error
-				c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-				return err
-			})
-			return c, err
-		},
-	}
-	resp, err := (&http.Client{Timeout: 2 * time.Second, Transport: transport}).Get(url)
+	resp, err := traffic.HTTPClient(netnsOf(l, from), 2*time.Second).Get(url)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

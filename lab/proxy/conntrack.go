@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"reflect"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -19,44 +18,6 @@ import (
 // (kubernetes#48370, #59368). These functions do what its pkg/proxy/conntrack does
 // since 1.31 (CleanStaleEntries): reconcile the whole conntrack table against the
 // current state rather than chase individual changes. Every mode can use them.
-
-// ConntrackCleanupNeeded tells whether the change from prev to cur calls for the
-// cleanup: kube-proxy's ConntrackCleanupRequired, true when the endpoints of some
-// Service with a UDP port changed (or the Service appeared or went away).
-func ConntrackCleanupNeeded(prev, cur []ServicePort) bool {
-	type portKey struct {
-		name     ServicePortName
-		protocol corev1.Protocol
-	}
-	endpoints := func(ports []ServicePort) map[string]map[portKey][]Endpoint {
-		m := map[string]map[portKey][]Endpoint{}
-		for _, sp := range ports {
-			svc := sp.Name.NamespacedName()
-			if m[svc] == nil {
-				m[svc] = map[portKey][]Endpoint{}
-			}
-			m[svc][portKey{sp.Name, sp.Protocol}] = sp.Endpoints
-		}
-		return m
-	}
-	hasUDP := func(eps map[portKey][]Endpoint) bool {
-		for k := range eps {
-			if k.protocol == corev1.ProtocolUDP {
-				return true
-			}
-		}
-		return false
-	}
-	before, after := endpoints(prev), endpoints(cur)
-	for _, m := range []map[string]map[portKey][]Endpoint{before, after} {
-		for svc := range m {
-			if !reflect.DeepEqual(before[svc], after[svc]) && (hasUDP(before[svc]) || hasUDP(after[svc])) {
-				return true
-			}
-		}
-	}
-	return false
-}
 
 // StaleUDPFlows picks, from flows, the UDP entries kube-proxy deletes given the state
 // cur: an entry whose original destination is a UDP ClusterIP:port, but whose reply
@@ -113,10 +74,10 @@ func addrPort(ip []byte, port uint16) (netip.AddrPort, bool) {
 }
 
 // CleanStaleUDPConntrack deletes the stale UDP conntrack entries of the namespace h
-// is bound to (netlink.NewHandleAt) after a sync from prev to cur, when the change
-// calls for it, and returns how many it deleted.
-func CleanStaleUDPConntrack(h *netlink.Handle, prev, cur []ServicePort) (int, error) {
-	if !ConntrackCleanupNeeded(prev, cur) {
+// is bound to (netlink.NewHandleAt) after a sync to cur that made changes, when the
+// changes call for it, and returns how many it deleted.
+func CleanStaleUDPConntrack(h *netlink.Handle, changes Changes, cur []ServicePort) (int, error) {
+	if !changes.ConntrackCleanupNeeded() {
 		return 0, nil
 	}
 	var flows []*netlink.ConntrackFlow

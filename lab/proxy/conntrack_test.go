@@ -102,7 +102,7 @@ func TestConntrackCleanupNeeded(t *testing.T) {
 		{"a UDP Service changed its port, not its endpoints", []ServicePort{dns}, []ServicePort{renumbered}, false},
 	}
 	for _, c := range cases {
-		if got := ConntrackCleanupNeeded(c.prev, c.cur); got != c.want {
+		if got := Diff(c.prev, c.cur).ConntrackCleanupNeeded(); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
@@ -211,10 +211,10 @@ func TestCleanStaleUDPConntrack(t *testing.T) {
 	}
 	// No endpoint changed: kube-proxy does not look, even though the entry of C
 	// points at a Service without endpoints.
-	if n, err := CleanStaleUDPConntrack(h, prev, prev); err != nil || n != 0 {
+	if n, err := CleanStaleUDPConntrack(h, Diff(prev, prev), prev); err != nil || n != 0 {
 		t.Fatalf("cleanup without a change deleted %d (%v)", n, err)
 	}
-	n, err := CleanStaleUDPConntrack(h, prev, cur)
+	n, err := CleanStaleUDPConntrack(h, Diff(prev, cur), cur)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,11 +1,9 @@
 package proxy
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -18,28 +16,13 @@ import (
 
 	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/traffic"
 )
 
 // nsClient is an HTTP client whose connections are opened inside the namespace ns:
 // the client of these tests sits on the node, as a cloud load balancer's probe
 // reaches the node's own address.
-func nsClient(ns string) *http.Client {
-	return &http.Client{
-		Timeout: 5 * time.Second,
-		Transport: &http.Transport{
-			DisableKeepAlives: true,
-			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				var c net.Conn
-				err := namespaces.Do(ns, func() error {
-					var err error
-					c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
-					return err
-				})
-				return c, err
-			},
-		},
-	}
-}
+func nsClient(ns string) *http.Client { return traffic.HTTPClient(ns, 5*time.Second) }
 
 func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
 	t.Helper()

@@ -160,6 +160,18 @@ func (c *Conn) Local() netip.AddrPort { return addrPort(c.conn.LocalAddr()) }
 // Close ends the connection.
 func (c *Conn) Close() error { return c.conn.Close() }
 
+// Abort ends a TCP connection with a reset instead of a FIN (SO_LINGER 0), as a
+// client that gives up does; the server's end sees ECONNRESET and nothing lingers
+// in TIME_WAIT. For UDP it is Close.
+func (c *Conn) Abort() error {
+	if tc, ok := c.conn.(*net.TCPConn); ok {
+		if err := tc.SetLinger(0); err != nil {
+			return err
+		}
+	}
+	return c.conn.Close()
+}
+
 // Remote is the address the client is connected to, as its socket sees it: the
 // ClusterIP or node address it dialled, whatever NAT does in between.
 func (c *Conn) Remote() netip.AddrPort { return addrPort(c.conn.RemoteAddr()) }

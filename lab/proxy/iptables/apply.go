@@ -12,15 +12,18 @@ import (
 
 // writeRestore writes rs with one iptables-restore, choosing the chains as the
 // proxier's apply method says.
-func (p *Proxier) writeRestore(rs *Ruleset, ports []proxy.ServicePort, full bool) error {
+func (p *Proxier) writeRestore(rs *Ruleset, changes proxy.Changes, full bool) error {
 	t := time.Now()
 	var write func(*Table, *Chain) bool
 	switch {
 	case full:
 		write = func(*Table, *Chain) bool { return true }
 	case p.apply == ApplyPartial:
-		changed := changedServices(p.lastPorts, ports)
-		write = func(_ *Table, c *Chain) bool { return c.Service == "" || changed[c.Service] }
+		// kube-proxy's partial sync: the Services its change trackers report.
+		write = func(_ *Table, c *Chain) bool {
+			_, changed := changes[c.Service]
+			return c.Service == "" || changed
+		}
 	default: // ApplyChanged
 		write = func(t *Table, c *Chain) bool { return chainChanged(p.last, t.Name, c) }
 	}
@@ -97,32 +100,6 @@ func staleChains(last, next *Ruleset, table string) []string {
 	}
 	sort.Strings(gone)
 	return gone
-}
-
-// changedServices are the Services ("namespace/name") whose ports or endpoints
-// differ between prev and cur, or that exist in only one of them: kube-proxy's
-// UpdatedServices, the Services whose Service or EndpointSlice objects changed.
-func changedServices(prev, cur []proxy.ServicePort) map[string]bool {
-	group := func(ports []proxy.ServicePort) map[string][]proxy.ServicePort {
-		m := map[string][]proxy.ServicePort{}
-		for _, sp := range sortedPorts(ports) {
-			m[sp.Name.NamespacedName()] = append(m[sp.Name.NamespacedName()], sp)
-		}
-		return m
-	}
-	before, after := group(prev), group(cur)
-	changed := map[string]bool{}
-	for name, ports := range after {
-		if !reflect.DeepEqual(before[name], ports) {
-			changed[name] = true
-		}
-	}
-	for name := range before {
-		if _, ok := after[name]; !ok {
-			changed[name] = true
-		}
-	}
-	return changed
 }
 
 // writePerRule writes rs the naive way: every chain that is new or whose rules

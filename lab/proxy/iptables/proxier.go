@@ -10,8 +10,6 @@ import (
 
 	cnins "github.com/containernetworking/plugins/pkg/ns"
 	goiptables "github.com/coreos/go-iptables/iptables"
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
@@ -90,9 +88,7 @@ type Proxier struct {
 	cfg    Config
 	be     xtables.Backend
 
-	ns   cnins.NetNS
-	nsh  netns.NsHandle
-	nl   *netlink.Handle
+	node *proxy.NodeNS
 	acct *nfacct
 	run  *xtables.Runner
 	ipt  *goiptables.IPTables
@@ -168,18 +164,12 @@ func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
 
 func (p *Proxier) open() error {
 	var err error
-	if p.ns, err = cnins.GetNS(p.target.NetNS); err != nil {
-		return fmt.Errorf("open network namespace %s: %w", p.target.NetNS, err)
-	}
-	if p.nsh, err = netns.GetFromPath(p.target.NetNS); err != nil {
-		return fmt.Errorf("open network namespace %s: %w", p.target.NetNS, err)
-	}
-	if p.nl, err = netlink.NewHandleAt(p.nsh); err != nil {
-		return fmt.Errorf("netlink in %s: %w", p.target.NetNS, err)
+	if p.node, err = proxy.OpenNodeNS(p.target.NetNS); err != nil {
+		return err
 	}
 	if p.cfg.Version.AtLeast(1, 31) {
 		// kube-proxy goes on without nfacct when the kernel lacks it, and so do we.
-		if p.acct, err = openNFAcct(p.nsh); err != nil {
+		if p.acct, err = openNFAcct(p.node.Handle); err != nil {
 			p.acct = nil
 		}
 	}
@@ -192,7 +182,7 @@ func (p *Proxier) open() error {
 	}
 	// kube-proxy reads this once at start: with the kernel's liberal TCP window
 	// tracking there are no INVALID packets to drop.
-	return p.ns.Do(func(cnins.NetNS) error {
+	return p.node.NS.Do(func(cnins.NetNS) error {
 		liberal, err := namespaces.ReadSysctlHere("net.netfilter.nf_conntrack_tcp_be_liberal")
 		if err == nil {
 			p.cfg.ConntrackTCPLiberal = liberal != "0"
@@ -203,20 +193,18 @@ func (p *Proxier) open() error {
 
 // Close releases the namespace handles. The rules stay with the namespace.
 func (p *Proxier) Close() error {
-	var errs []error
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.acct != nil {
 		p.acct.Close()
+		p.acct = nil
 	}
-	if p.nl != nil {
-		p.nl.Close()
+	if p.node == nil {
+		return nil
 	}
-	if p.nsh.IsOpen() {
-		errs = append(errs, p.nsh.Close())
-	}
-	if p.ns != nil {
-		errs = append(errs, p.ns.Close())
-	}
-	return errors.Join(errs...)
+	err := p.node.Close()
+	p.node = nil
+	return err
 }
 
 // LastSync describes the last Sync, successful or not.
@@ -240,6 +228,9 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if p.node == nil {
+		return fmt.Errorf("node %s: the proxier is closed", p.target.Node.Name)
+	}
 	start := time.Now()
 	full := p.needFull || p.last == nil || p.apply == ApplyFull ||
 		(p.apply == ApplyPartial && p.cfg.Version.AtLeast(1, 33) && time.Since(p.lastFull) > fullSyncPeriod &&
@@ -248,12 +239,17 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 	p.run.Commands, p.run.Ctx = 0, ctx
 	defer func() { p.run.Ctx = context.Background() }()
 
+	t := time.Now()
+	changes := proxy.Diff(p.lastPorts, ports)
+	diff := time.Since(t)
 	var rs *Ruleset
-	err := p.ns.Do(func(cnins.NetNS) error {
+	err := p.node.NS.Do(func(cnins.NetNS) error {
 		var err error
-		rs, err = p.syncInNamespace(ports, full)
+		rs, err = p.syncInNamespace(ports, changes, full)
 		return err
 	})
+	// Working out what changed is part of generating the rules.
+	p.stats.Generate += diff
 	p.stats.Commands += p.run.Commands
 	if err != nil {
 		// As kube-proxy: what the kernel holds is unknown now, so the next sync
@@ -262,7 +258,6 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		p.stats.Total = time.Since(start)
 		return fmt.Errorf("node %s: iptables sync: %w", p.target.Node.Name, err)
 	}
-	prev := p.lastPorts
 	p.last, p.lastPorts, p.needFull = rs, proxy.ClonePorts(ports), false
 	if full {
 		p.lastFull = time.Now()
@@ -270,7 +265,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 
 	if !p.noCT {
 		t := time.Now()
-		n, err := proxy.CleanStaleUDPConntrack(p.nl, prev, ports)
+		n, err := proxy.CleanStaleUDPConntrack(p.node.Netlink, changes, ports)
 		p.stats.Conntrack, p.stats.ConntrackDeleted = time.Since(t), n
 		if err != nil {
 			p.stats.Total = time.Since(start)
@@ -283,7 +278,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 
 // syncInNamespace does the work that needs the node's namespace; it runs on a
 // thread switched into it, so the iptables programs it starts are there too.
-func (p *Proxier) syncInNamespace(ports []proxy.ServicePort, full bool) (*Ruleset, error) {
+func (p *Proxier) syncInNamespace(ports []proxy.ServicePort, changes proxy.Changes, full bool) (*Ruleset, error) {
 	if full || !p.cfg.Version.AtLeast(1, 28) {
 		// kube-proxy ensures its jumps on full syncs only since partial syncs
 		// exist; before, on every sync.
@@ -304,7 +299,7 @@ func (p *Proxier) syncInNamespace(ports []proxy.ServicePort, full bool) (*Rulese
 	if p.apply == ApplyPerRule {
 		err = p.writePerRule(rs, full)
 	} else {
-		err = p.writeRestore(rs, ports, full)
+		err = p.writeRestore(rs, changes, full)
 	}
 	if err != nil {
 		return nil, err

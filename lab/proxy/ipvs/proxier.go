@@ -14,7 +14,6 @@ import (
 	cnins "github.com/containernetworking/plugins/pkg/ns"
 	libipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/svclab/svclab/lab/namespaces"
@@ -56,10 +55,9 @@ type Proxier struct {
 	cfg    Config
 	noCT   bool
 
-	ns  cnins.NetNS
-	nsh netns.NsHandle
-	k   *kernel
-	run *xtables.Runner
+	node *proxy.NodeNS
+	k    *kernel
+	run  *xtables.Runner
 
 	mu        sync.Mutex
 	draining  drainList
@@ -109,22 +107,17 @@ func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
 func (p *Proxier) open() error {
 	var err error
 	path := p.target.NetNS
-	if p.ns, err = cnins.GetNS(path); err != nil {
-		return fmt.Errorf("open network namespace %s: %w", path, err)
+	if p.node, err = proxy.OpenNodeNS(path); err != nil {
+		return err
 	}
-	if p.nsh, err = netns.GetFromPath(path); err != nil {
-		return fmt.Errorf("open network namespace %s: %w", path, err)
-	}
-	if p.k.nl, err = netlink.NewHandleAt(p.nsh); err != nil {
-		return fmt.Errorf("netlink in %s: %w", path, err)
-	}
-	if p.k.sets, err = openIPSetSocket(p.nsh); err != nil {
+	p.k.nl = p.node.Netlink
+	if p.k.sets, err = openIPSetSocket(p.node.Handle); err != nil {
 		return fmt.Errorf("nfnetlink in %s: %w", path, err)
 	}
 	if p.k.ipvs, err = libipvs.New(path); err != nil {
 		return fmt.Errorf("IPVS netlink in %s: %w", path, err)
 	}
-	return p.ns.Do(func(cnins.NetNS) error { return setSysctls() })
+	return p.node.NS.Do(func(cnins.NetNS) error { return setSysctls() })
 }
 
 // setSysctls sets what kube-proxy's NewProxier sets, in the calling thread's
@@ -202,31 +195,27 @@ func (p *Proxier) Close() error {
 		close(p.stop)
 		<-p.done
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	return p.closeHandles()
 }
 
 func (p *Proxier) closeHandles() error {
-	var errs []error
 	if p.k.ipvs != nil {
 		p.k.ipvs.Close()
 		p.k.ipvs = nil
-	}
-	if p.k.nl != nil {
-		p.k.nl.Close()
-		p.k.nl = nil
 	}
 	if p.k.sets != nil {
 		p.k.sets.Close()
 		p.k.sets = nil
 	}
-	if p.nsh.IsOpen() {
-		errs = append(errs, p.nsh.Close())
+	p.k.nl = nil // the node's, closed with it
+	if p.node == nil {
+		return nil
 	}
-	if p.ns != nil {
-		errs = append(errs, p.ns.Close())
-		p.ns = nil
-	}
-	return errors.Join(errs...)
+	err := p.node.Close()
+	p.node = nil
+	return err
 }
 
 // LastSync describes the last Sync, successful or not.
@@ -246,6 +235,9 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if p.node == nil {
+		return fmt.Errorf("node %s: the proxier is closed", p.target.Node.Name)
+	}
 	start := time.Now()
 	p.stats = SyncStats{}
 	p.k.ipvsCalls, p.k.linkCalls, p.k.ipsetCalls, p.run.Commands = 0, 0, 0, 0
@@ -261,7 +253,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 	p.lastPorts, p.initial = proxy.ClonePorts(ports), false
 	if !p.noCT {
 		t := time.Now()
-		n, err := proxy.CleanStaleUDPConntrack(p.k.nl, prev, ports)
+		n, err := proxy.CleanStaleUDPConntrack(p.k.nl, proxy.Diff(prev, ports), ports)
 		p.stats.Conntrack, p.stats.ConntrackDeleted = time.Since(t), n
 		if err != nil {
 			p.stats.Total = time.Since(start)
@@ -281,7 +273,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) error {
 	t := time.Now()
 	// kube-proxy's createAndLinkKubeChain, on every sync.
-	err := p.ns.Do(func(cnins.NetNS) error {
+	err := p.node.NS.Do(func(cnins.NetNS) error {
 		for _, c := range chains {
 			if err := p.run.EnsureChain(c.table, c.name); err != nil {
 				return err
@@ -353,7 +345,7 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) error {
 
 	t = time.Now()
 	restore := Restore(p.cfg, plan.Sets)
-	err = p.ns.Do(func(cnins.NetNS) error { return p.run.Restore([]byte(restore)) })
+	err = p.node.NS.Do(func(cnins.NetNS) error { return p.run.Restore([]byte(restore)) })
 	p.stats.IPTables += time.Since(t)
 	if err != nil {
 		return err

@@ -1,0 +1,36 @@
+package proxy
+
+import (
+	"reflect"
+	"testing"
+)
+
+func TestDiff(t *testing.T) {
+	dns := udpPort("dns", "10.96.0.10", 0, serving("10.244.1.2"), serving("10.244.2.2"))
+	reordered := dns
+	reordered.Endpoints = []Endpoint{serving("10.244.2.2"), serving("10.244.1.2")}
+	renumbered := dns
+	renumbered.Port = 54
+	moved := dns
+	moved.Endpoints = []Endpoint{serving("10.244.1.3")}
+	other := udpPort("other", "10.96.0.11", 0)
+	cases := []struct {
+		name      string
+		prev, cur []ServicePort
+		want      Changes
+	}{
+		{"nothing changed", []ServicePort{dns}, []ServicePort{dns}, Changes{}},
+		{"endpoints in another order", []ServicePort{dns}, []ServicePort{reordered}, Changes{}},
+		{"a port renumbered", []ServicePort{dns}, []ServicePort{renumbered}, Changes{"kube-system/dns": {Ports: true, UDP: true}}},
+		{"an endpoint moved", []ServicePort{dns}, []ServicePort{moved}, Changes{"kube-system/dns": {Endpoints: true, UDP: true}}},
+		{"a Service without endpoints appeared", []ServicePort{dns}, []ServicePort{dns, other},
+			Changes{"kube-system/other": {Ports: true, Endpoints: true, UDP: true}}},
+		{"a Service went away", []ServicePort{dns, other}, []ServicePort{other},
+			Changes{"kube-system/dns": {Ports: true, Endpoints: true, UDP: true}}},
+	}
+	for _, c := range cases {
+		if got := Diff(c.prev, c.cur); !reflect.DeepEqual(got, c.want) {
+			t.Errorf("%s: %+v, want %+v", c.name, got, c.want)
+		}
+	}
+}
