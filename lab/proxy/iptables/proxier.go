@@ -2,9 +2,7 @@ package iptables
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -142,16 +140,8 @@ func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.NetNS == "" {
-		return nil, errors.New("iptables proxier: no node network namespace (svclab never programs its own)")
-	}
-	if err := be.Check(); err != nil {
+	if err := proxy.Prepare("iptables", t, be.Check); err != nil {
 		return nil, err
-	}
-	if t.RunDir != "" {
-		if err := os.MkdirAll(t.RunDir, 0o755); err != nil {
-			return nil, fmt.Errorf("iptables proxier: %w", err)
-		}
 	}
 	p := &Proxier{target: t, apply: apply, noCT: o.NoConntrackCleanup, cfg: ConfigFor(t), be: be,
 		run: xtables.NewRunner(be, t.RunDir), needFull: true}

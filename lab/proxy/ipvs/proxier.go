@@ -2,10 +2,8 @@ package ipvs
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -77,19 +75,8 @@ func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
 	if err != nil {
 		return nil, err
 	}
-	if t.NetNS == "" {
-		return nil, errors.New("ipvs proxier: no node network namespace (svclab never programs its own)")
-	}
-	if err := Available(); err != nil {
+	if err := proxy.Prepare("ipvs", t, Available, be.Check); err != nil {
 		return nil, err
-	}
-	if err := be.Check(); err != nil {
-		return nil, err
-	}
-	if t.RunDir != "" {
-		if err := os.MkdirAll(t.RunDir, 0o755); err != nil {
-			return nil, fmt.Errorf("ipvs proxier: %w", err)
-		}
 	}
 	p := &Proxier{
 		target: t, cfg: ConfigFor(t, o), noCT: o.NoConntrackCleanup,
