@@ -12,55 +12,21 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svclab/svclab/lab/internal/proxytest"
 	"github.com/svclab/svclab/lab/proxy"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current output")
 
-// The lab of topologies/web.yaml: two nodes, cluster CIDR 10.244.0.0/16.
+// The lab of topologies/web.yaml and its Service (see proxytest).
 var (
-	node1 = proxy.Node{Name: "node-1", IP: netip.MustParseAddr("192.168.1.10"), PodCIDR: netip.MustParsePrefix("10.244.1.0/24")}
-	node2 = proxy.Node{Name: "node-2", IP: netip.MustParseAddr("192.168.1.11"), PodCIDR: netip.MustParsePrefix("10.244.2.0/24")}
-	node3 = proxy.Node{Name: "node-3", IP: netip.MustParseAddr("192.168.1.12"), PodCIDR: netip.MustParsePrefix("10.244.3.0/24")}
+	node1, node2, node3 = proxytest.Node1, proxytest.Node2, proxytest.Node3
+	target              = proxytest.Target
+	ep                  = proxytest.Endpoint
+	terminating         = proxytest.Terminating
+	port                = proxytest.Port
+	web                 = proxytest.Web
 )
-
-func target(n proxy.Node, v proxy.Version) proxy.Target {
-	return proxy.Target{Node: n, Cluster: proxy.Cluster{
-		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
-		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/12"),
-		Version:     v,
-	}}
-}
-
-// ep is a ready endpoint on node.
-func ep(ip string, port int, node string) proxy.Endpoint {
-	return proxy.Endpoint{IP: netip.MustParseAddr(ip), Port: port, NodeName: node, Ready: true, Serving: true}
-}
-
-// terminating is an endpoint of a pod being deleted that still serves.
-func terminating(ip string, port int, node string) proxy.Endpoint {
-	e := ep(ip, port, node)
-	e.Ready, e.Terminating = false, true
-	return e
-}
-
-func port(ns, name, portName string, proto corev1.Protocol, clusterIP string, p int, eps ...proxy.Endpoint) proxy.ServicePort {
-	return proxy.ServicePort{
-		Name:      proxy.ServicePortName{Namespace: ns, Name: name, Port: portName},
-		Protocol:  proto,
-		ClusterIP: netip.MustParseAddr(clusterIP),
-		Port:      p,
-		Endpoints: eps,
-	}
-}
-
-// web is topologies/web.yaml's Service: NodePort 30080, one backend per node.
-func web() proxy.ServicePort {
-	sp := port("default", "web", "http", corev1.ProtocolTCP, "10.96.123.45", 80,
-		ep("10.244.1.10", 8080, "node-1"), ep("10.244.2.10", 8080, "node-2"))
-	sp.NodePort = 30080
-	return sp
-}
 
 // httpd is seed 002's Service: unnamed port 8080 -> 80, three backends, NodePort
 // 30271 (its section 6).

@@ -10,47 +10,26 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svclab/svclab/lab/internal/proxytest"
 	"github.com/svclab/svclab/lab/proxy"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current output")
 
 var (
-	node1 = proxy.Node{Name: "node-1", IP: netip.MustParseAddr("192.168.1.10"), PodCIDR: netip.MustParsePrefix("10.244.1.0/24")}
-	node3 = proxy.Node{Name: "node-3", IP: netip.MustParseAddr("192.168.1.12"), PodCIDR: netip.MustParsePrefix("10.244.3.0/24")}
+	node1, node3 = proxytest.Node1, proxytest.Node3
 	// nodeAddrs are the addresses a lab node's NodePorts listen on: eth0 and cni0.
 	node1Addrs = []netip.Addr{node1.IP, netip.MustParseAddr("10.244.1.1")}
 	node3Addrs = []netip.Addr{node3.IP, netip.MustParseAddr("10.244.3.1")}
+	ep         = proxytest.Endpoint
+	web        = proxytest.Web
 )
 
-func target(n proxy.Node) proxy.Target {
-	return proxy.Target{Node: n, Cluster: proxy.Cluster{
-		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
-		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/12"),
-		Version:     proxy.DefaultVersion,
-	}}
-}
+func target(n proxy.Node) proxy.Target { return proxytest.Target(n, proxy.DefaultVersion) }
 
-func ep(ip string, port int, node string) proxy.Endpoint {
-	return proxy.Endpoint{IP: netip.MustParseAddr(ip), Port: port, NodeName: node, Ready: true, Serving: true}
-}
-
+// port is a ClusterIP Service port of namespace default with an unnamed port.
 func port(name string, proto corev1.Protocol, clusterIP string, p int, eps ...proxy.Endpoint) proxy.ServicePort {
-	return proxy.ServicePort{
-		Name:      proxy.ServicePortName{Namespace: "default", Name: name},
-		Protocol:  proto,
-		ClusterIP: netip.MustParseAddr(clusterIP),
-		Port:      p,
-		Endpoints: eps,
-	}
-}
-
-// web is topologies/web.yaml's Service: NodePort 30080, one backend per node.
-func web() proxy.ServicePort {
-	sp := port("web", corev1.ProtocolTCP, "10.96.123.45", 80, ep("10.244.1.10", 8080, "node-1"), ep("10.244.2.10", 8080, "node-2"))
-	sp.Name.Port = "http"
-	sp.NodePort = 30080
-	return sp
+	return proxytest.Port("default", name, "", proto, clusterIP, p, eps...)
 }
 
 func plan(t *testing.T, n proxy.Node, o proxy.Options, addrs []netip.Addr, ports ...proxy.ServicePort) *Plan {
