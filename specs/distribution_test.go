@@ -11,6 +11,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -218,7 +219,7 @@ func skew(l *lab.Lab, m modeCase, node, vip string) {
 // svcChainRules reads, from node's nat table, the KUBE-SVC chain that the Service
 // at vip jumps to and its rules in iptables-save form.
 func svcChainRules(l *lab.Lab, m modeCase, node, vip string) (string, []string) {
-	out, err := namespaces.Output(netnsOf(l, node), "iptables-"+m.backend+"-save", "-t", "nat")
+	out, err := namespaces.Output(netnsOf(l, node), xtables.Backends[m.backend].Save, "-t", "nat")
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	lines := strings.Split(string(out), "\n")
 	chain := ""
@@ -241,6 +242,6 @@ func svcChainRules(l *lab.Lab, m modeCase, node, vip string) (string, []string) 
 // iptables-restore.
 func restoreChain(l *lab.Lab, m modeCase, node, chain string, rules []string) {
 	input := "*nat\n:" + chain + " - [0:0]\n" + strings.Join(rules, "\n") + "\nCOMMIT\n"
-	restore := "iptables-" + m.backend + "-restore"
+	restore := xtables.Backends[m.backend].Restore
 	ExpectWithOffset(1, namespaces.Do(netnsOf(l, node), func() error { return runWithInput(input, restore, "--noflush") })).To(Succeed())
 }

@@ -9,6 +9,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/verify"
 )
@@ -49,13 +50,11 @@ var _ = Describe("svclab verify", Label("verify"), func() {
 			// must be refused. A DROP in raw, ahead of the proxy's REJECT (or of
 			// IPVS), on every node turns each of those refusals into silence.
 			const emptyVIP = "10.96.123.49"
-			iptables := "iptables-" + m.backend
-			if m.backend == "" {
-				iptables = "iptables-nft"
-			}
+			be, err := xtables.BackendFor(m.backend) // IPVS mode's own rules use the default
+			Expect(err).NotTo(HaveOccurred())
 			for _, node := range []string{"node-1", "node-2", "node-3"} {
 				for _, hook := range []string{"PREROUTING", "OUTPUT"} {
-					_, err := namespaces.Output(netnsOf(l, node), iptables, "-t", "raw", "-I", hook, "-d", emptyVIP, "-j", "DROP")
+					_, err := namespaces.Output(netnsOf(l, node), be.IPTables, "-t", "raw", "-I", hook, "-d", emptyVIP, "-j", "DROP")
 					Expect(err).NotTo(HaveOccurred())
 				}
 			}

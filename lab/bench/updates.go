@@ -42,8 +42,8 @@ func (r *runner) updates(ctx context.Context, nd *node, st *state, p proxy.Proxi
 
 // repetitions decides whether repetition rep (0-based) of a cell that started at
 // start may run: always the first; then up to Reps while the cell's budget
-// lasts; and, budget or not, up to MinReps unless that would take more than
-// three budgets.
+// lasts; and, budget or not, up to MinReps unless one repetition alone takes
+// more than the budget.
 func (r *runner) repetitions(rep int, start time.Time) bool {
 	if rep == 0 {
 		return true
@@ -55,12 +55,11 @@ func (r *runner) repetitions(rep int, start time.Time) bool {
 		return true
 	}
 	spent := time.Since(start)
-	next := spent + spent/time.Duration(rep)
-	if next <= r.c.CellBudget {
+	each := spent / time.Duration(rep)
+	if spent+each <= r.c.CellBudget {
 		return true
 	}
-	// Below --min-reps, go on unless one repetition alone exceeds the budget.
-	return rep < r.c.MinReps && spent/time.Duration(rep) <= r.c.CellBudget
+	return rep < r.c.MinReps && each <= r.c.CellBudget
 }
 
 // repeat measures one kind of update up to Reps times: the sync's duration and

@@ -34,3 +34,40 @@ func TestDiff(t *testing.T) {
 		}
 	}
 }
+
+// Every field of ServicePort but Endpoints must make sameFields see a change.
+func TestSameFields(t *testing.T) {
+	base := udpPort("dns", "10.96.0.10", 0)
+	typ := reflect.TypeFor[ServicePort]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Name == "Endpoints" {
+			continue
+		}
+		changed := base
+		v := reflect.ValueOf(&changed).Elem().Field(i)
+		switch v.Kind() {
+		case reflect.Bool:
+			v.SetBool(!v.Bool())
+		case reflect.Int:
+			v.SetInt(v.Int() + 1)
+		case reflect.String:
+			v.SetString(v.String() + "x")
+		default:
+			switch f.Name {
+			case "Name":
+				changed.Name.Port += "x"
+			case "ClusterIP":
+				changed.ClusterIP = changed.ClusterIP.Next()
+			default:
+				t.Fatalf("ServicePort.%s (%s): teach this test and sameFields about it", f.Name, f.Type)
+			}
+		}
+		if sameFields(base, changed) {
+			t.Errorf("sameFields misses a change of ServicePort.%s", f.Name)
+		}
+	}
+	if !sameFields(base, base) {
+		t.Error("sameFields(x, x) = false")
+	}
+}
