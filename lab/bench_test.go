@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
 	_ "github.com/svclab/svclab/lab/proxy/iptables"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -34,9 +35,9 @@ func BenchmarkUpDown(b *testing.B) {
 		mode string
 	}{
 		{"web-bare", web, ""},
-		{"web-iptables", web, "iptables"},
+		{"web-" + proxy.DefaultMode(), web, proxy.DefaultMode()},
 		{"1000pods-bare", big, ""},
-		{"1000pods-iptables", big, "iptables"},
+		{"1000pods-" + proxy.DefaultMode(), big, proxy.DefaultMode()},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
 			var up, down time.Duration

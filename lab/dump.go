@@ -37,21 +37,8 @@ func (l *Lab) Dump(members ...string) string {
 
 func (l *Lab) dumpCommands(kind string) [][]string {
 	cmds := [][]string{{"ip", "-4", "addr"}, {"ip", "-4", "route"}}
-	if kind != KindNode {
+	if kind != KindNode || l.mode.Diagnostics == nil {
 		return cmds
 	}
-	cmds = append(cmds, []string{iptablesSave(l.opts.Proxy.Backend)}, []string{"conntrack", "-L"})
-	if l.mode.Name == "ipvs" {
-		cmds = append(cmds, []string{"ipvsadm", "-Ln"}, []string{"ipset", "list"})
-	}
-	return cmds
-}
-
-// iptablesSave is the iptables-save of the lab's backend, so the dump shows the
-// rules the lab installed and not the other backend's empty tables.
-func iptablesSave(backend string) string {
-	if backend == "legacy" {
-		return "iptables-legacy-save"
-	}
-	return "iptables-nft-save"
+	return append(cmds, l.mode.Diagnostics(l.config)...)
 }

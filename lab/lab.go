@@ -25,13 +25,14 @@ import (
 
 // Options say how to build a lab.
 type Options struct {
-	// Mode is the proxy mode programmed into every node ("iptables", "ipvs", ...);
+	// Mode is the proxy mode programmed into every node (one of proxy.Modes());
 	// empty means no Service rules at all, a bare network.
-	Mode  string
-	Proxy proxy.Options
+	Mode string
+	// Proxy configures the proxiers. What it leaves unset comes from the
+	// topology (see ConfigOf).
+	Proxy proxy.Config
 	// KubeProxyVersion overrides the topology's kubeProxyVersion when not empty.
 	KubeProxyVersion string
-	MasqueradeAll    bool
 	// NoServers leaves the pods without servers (for benchmarks that only program
 	// rules).
 	NoServers bool
@@ -63,11 +64,11 @@ type Lab struct {
 	ID    string
 	RunID string
 
-	opts    Options
-	mode    proxy.Mode
-	cluster proxy.Cluster
-	dir     string
-	record  *Record
+	opts   Options
+	mode   proxy.Mode
+	config proxy.Config
+	dir    string
+	record *Record
 
 	// changeMu serialises topology changes and the syncs that follow them; mu
 	// guards the fields below for short reads and writes.
@@ -142,16 +143,19 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 		if err != nil {
 			return nil, err
 		}
+		if m.New == nil {
+			return nil, fmt.Errorf("mode %s: svclab has no proxier of its own for it", m.Name)
+		}
 		if err := m.Available(); err != nil {
 			return nil, fmt.Errorf("mode %s: %w", m.Name, err)
 		}
 		l.mode = m
 	}
-	c, err := ClusterOf(t, o)
+	c, err := ConfigOf(t, o)
 	if err != nil {
 		return nil, err
 	}
-	l.cluster = c
+	l.config = c
 	l.RunID = o.RunID
 	if l.RunID == "" {
 		l.RunID = NewRunID()
@@ -272,8 +276,8 @@ func (l *Lab) Topology() *topology.Topology {
 	return l.topo.Clone()
 }
 
-// Cluster is the cluster-wide proxy settings the lab programs with.
-func (l *Lab) Cluster() proxy.Cluster { return l.cluster }
+// ProxyConfig is the configuration the lab's proxiers run with.
+func (l *Lab) ProxyConfig() proxy.Config { return l.config }
 
 // Mode is the lab's proxy mode name; empty for a bare network.
 func (l *Lab) Mode() string { return l.mode.Name }
@@ -291,15 +295,30 @@ func deleteNamespaces(names []string, parallel int) error {
 	})
 }
 
-// ClusterOf is the cluster-wide proxy settings of topology t under options o.
-func ClusterOf(t *topology.Topology, o Options) (proxy.Cluster, error) {
+// ConfigOf is the proxy configuration of topology t under options o: o.Proxy,
+// with the mode, the kube-proxy release, the cluster CIDR and the service range
+// taken from o and t where o.Proxy leaves them unset.
+func ConfigOf(t *topology.Topology, o Options) (proxy.Config, error) {
+	c := o.Proxy
 	version := t.KubeProxyVersion
 	if o.KubeProxyVersion != "" {
 		version = o.KubeProxyVersion
 	}
 	v, err := proxy.ParseVersion(version)
 	if err != nil {
-		return proxy.Cluster{}, err
+		return proxy.Config{}, err
 	}
-	return proxy.Cluster{ClusterCIDR: t.ClusterCIDR, ServiceCIDR: t.ServiceCIDR, Version: v, MasqueradeAll: o.MasqueradeAll}, nil
+	if c.Version == (proxy.Version{}) {
+		c.Version = v
+	}
+	if c.KubeProxy.Mode == "" {
+		c.KubeProxy.Mode = o.Mode
+	}
+	if c.KubeProxy.ClusterCIDR == "" && t.ClusterCIDR.IsValid() {
+		c.KubeProxy.ClusterCIDR = t.ClusterCIDR.String()
+	}
+	if !c.ServiceCIDR.IsValid() {
+		c.ServiceCIDR = t.ServiceCIDR
+	}
+	return c, c.Validate()
 }

@@ -17,7 +17,7 @@ import (
 func (l *Lab) startProxiers(ctx context.Context) error {
 	for _, n := range l.topo.Nodes {
 		t := l.target(n)
-		p, err := l.mode.New(t, l.opts.Proxy)
+		p, err := l.mode.New(t)
 		if err != nil {
 			return fmt.Errorf("node %s: %s proxier: %w", n.Name, l.mode.Name, err)
 		}
@@ -33,10 +33,10 @@ func (l *Lab) startProxiers(ctx context.Context) error {
 
 func (l *Lab) target(n topology.Node) proxy.Target {
 	return proxy.Target{
-		Node:    proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR},
-		Cluster: l.cluster,
-		NetNS:   namespaces.Path(l.members[n.Name].NetNS),
-		RunDir:  runDir(l.dir, l.ID),
+		Node:   proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR},
+		Config: l.config,
+		NetNS:  namespaces.Path(l.members[n.Name].NetNS),
+		RunDir: runDir(l.dir, l.ID),
 	}
 }
 
@@ -56,7 +56,7 @@ func (l *Lab) Target(node string) (proxy.Target, error) {
 // node, as kube-proxy on each node does after a change.
 func (l *Lab) Sync(ctx context.Context) error {
 	l.mu.Lock()
-	ports := proxy.FromObjects(l.topo.Services, l.topo.EndpointSlices())
+	state := proxy.NewState(l.topo.Services, l.topo.EndpointSlices(), nil)
 	l.mu.Unlock()
 	if l.mode.Name == "" {
 		return nil
@@ -66,16 +66,16 @@ func (l *Lab) Sync(ctx context.Context) error {
 		names = append(names, name)
 	}
 	err := forEach(ctx, l.parallel(), names, func(ctx context.Context, node string) error {
-		if err := l.proxiers[node].Sync(ctx, ports); err != nil {
-			return fmt.Errorf("node %s: sync %s rules: %w", node, l.mode.Name, err)
+		if err := l.proxiers[node].Sync(ctx, state); err != nil {
+			return fmt.Errorf("node %s: %w", node, err)
 		}
-		return l.health[node].Update(ports)
+		return l.health[node].Update(state.Ports)
 	})
 	if err != nil {
 		return err
 	}
 	l.mu.Lock()
-	l.ports = ports
+	l.ports = state.Ports
 	l.mu.Unlock()
 	return nil
 }

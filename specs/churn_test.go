@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -98,13 +99,13 @@ func endpointChurn(l *lab.Lab) {
 // Connections made in between find no backend.
 func nonAtomicRewrite(l *lab.Lab, m modeCase, node, vip string) {
 	pause()
-	switch m.name {
-	case "iptables":
+	switch m.model() {
+	case proxy.ModelIPTables:
 		chain, rules := svcChainRules(l, m, node, vip)
 		restoreChain(l, m, node, chain, nil)
 		time.Sleep(time.Second)
 		restoreChain(l, m, node, chain, rules)
-	case "ipvs":
+	case proxy.ModelIPVS:
 		h := ipvsAt(l, node)
 		svc := virtualServer(h, vip, 80)
 		dests, err := h.GetDestinations(svc)
@@ -125,8 +126,8 @@ func nonAtomicRewrite(l *lab.Lab, m modeCase, node, vip string) {
 var _ = Describe("Endpoint churn under load", func() {
 	for _, m := range modes {
 		methods := []string{""}
-		if m.name == "iptables" {
-			methods = []string{"full", "partial", "changed", "per-rule"}
+		if len(m.mode.Methods) > 1 {
+			methods = m.mode.Methods
 		}
 		for _, method := range methods {
 			label := m.label
@@ -135,7 +136,7 @@ var _ = Describe("Endpoint churn under load", func() {
 			}
 			It("keeps new connections working while endpoints go 2 -> 5 -> 1 -> 3, "+label, Label(m.label, "churn"), func() {
 				o := m.options()
-				o.Proxy.Apply = method
+				o.Proxy.Method = method
 				l := upLab(parse("churn.yaml", churnLab), o)
 				res := churn(l, func() { endpointChurn(l) })
 				AddReportEntry("churn "+label, fmt.Sprintf("%d connections, %d failed %v", res.ok+res.failed, res.failed, res.failures))

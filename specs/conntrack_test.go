@@ -13,6 +13,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -167,7 +168,7 @@ var _ = Describe("Conntrack", func() {
 			})
 			dumpOnFailure(&l)
 
-			if m.name == "ipvs" {
+			if m.model() == proxy.ModelIPVS {
 				// IPVS differs: kube-proxy deletes a UDP real server at once (UDP has
 				// no graceful termination), and with net.ipv4.vs.expire_nodest_conn=1
 				// the kernel (5.9 and later) expires the IPVS connections that went

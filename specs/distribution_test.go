@@ -11,6 +11,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -93,7 +94,7 @@ var _ = Describe("Load distribution", func() {
 					u := chiSquareUniform(counts, podNames(app, n))
 					AddReportEntry("distribution "+app, u.String())
 					Expect(u.Uniform()).To(BeTrue(), u.String())
-					if m.name == "ipvs" {
+					if m.model() == proxy.ModelIPVS {
 						// rr is an exact rotation, not a random choice: one client's
 						// sequential connections are spread to within one.
 						for _, c := range u.Counts {
@@ -129,7 +130,7 @@ var _ = Describe("Load distribution", func() {
 					Expect(len(backends)).To(BeNumerically(">=", 2), "%v", first)
 				})
 
-				if m.name == "ipvs" {
+				if m.model() == proxy.ModelIPVS {
 					// IPVS differs (kubernetes#89358): a persistence template whose
 					// timer fires while connections it placed are still in IPVS's table
 					// is kept 60 s more, again and again, and the closed connections of
@@ -182,8 +183,8 @@ var (
 // gets 70% of new connections. It is the last spec of its lab: the lab's proxier
 // does not know its rules were changed behind its back.
 func skew(l *lab.Lab, m modeCase, node, vip string) {
-	switch m.name {
-	case "iptables":
+	switch m.model() {
+	case proxy.ModelIPTables:
 		chain, rules := svcChainRules(l, m, node, vip)
 		skewed := 0
 		for i, line := range rules {
@@ -194,7 +195,7 @@ func skew(l *lab.Lab, m modeCase, node, vip string) {
 		}
 		Expect(skewed).To(Equal(1), "two endpoints: one rule picks the first with probability 1/2")
 		restoreChain(l, m, node, chain, rules)
-	case "ipvs":
+	case proxy.ModelIPVS:
 		// kube-proxy gives every real server weight 1 and keeps to rr; here the
 		// virtual server is switched to wrr and its two real servers weighted 7:3
 		// over netlink in the node's namespace, as `ipvsadm -E -s wrr` and
@@ -219,7 +220,7 @@ func skew(l *lab.Lab, m modeCase, node, vip string) {
 // svcChainRules reads, from node's nat table, the KUBE-SVC chain that the Service
 // at vip jumps to and its rules in iptables-save form.
 func svcChainRules(l *lab.Lab, m modeCase, node, vip string) (string, []string) {
-	out, err := namespaces.Output(netnsOf(l, node), xtables.Backends[m.backend].Save, "-t", "nat")
+	out, err := namespaces.Output(netnsOf(l, node), xtables.SaveProgram(m.backend), "-t", "nat")
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	lines := strings.Split(string(out), "\n")
 	chain := ""

@@ -16,6 +16,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -87,7 +88,7 @@ services:
 // the tree only then.
 func ipvsSelected() (modeCase, bool) {
 	for _, m := range modes {
-		if m.name == "ipvs" {
+		if m.model() == proxy.ModelIPVS {
 			return m, true
 		}
 	}
@@ -222,11 +223,12 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 	}
 	options := func(scheduler, backend string) lab.Options {
 		o := m.options()
-		o.Proxy.Scheduler, o.Proxy.Backend = scheduler, backend
+		o.Proxy.KubeProxy.IPVS.Scheduler, o.Proxy.Backend = scheduler, backend
 		return o
 	}
 
-	for _, backend := range []string{"nft", "legacy"} {
+	for _, v := range xtables.Variants() {
+		backend := v.Backend
 		Context("kube-proxy's layout, iptables "+backend, Ordered, func() {
 			var l *lab.Lab
 			var rendered string
@@ -234,9 +236,7 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 				l = upLab(parse("ipvs.yaml", ipvsLab), options("", backend))
 				tgt, err := l.Target("node-1")
 				Expect(err).NotTo(HaveOccurred())
-				mode, err := proxy.Lookup("ipvs")
-				Expect(err).NotTo(HaveOccurred())
-				rendered, err = mode.Render(tgt, options("", backend).Proxy, l.ServicePorts())
+				rendered, err = m.mode.Render(tgt, proxy.StateOf(l.ServicePorts()))
 				Expect(err).NotTo(HaveOccurred())
 			})
 			dumpOnFailure(&l)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
 )
 
 // labNamespaces lists the namespaces of one run of a lab.
@@ -70,7 +71,7 @@ var _ = Describe("A lab's life", Label("lifecycle"), func() {
 	}
 
 	It("removes every namespace and its record when torn down", func() {
-		l, err := lab.Up(context.Background(), shipped("httpd.yaml"), lab.Options{Mode: "iptables"})
+		l, err := lab.Up(context.Background(), shipped("httpd.yaml"), lab.Options{Mode: proxy.DefaultMode()})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(labNamespaces("httpd", l.RunID)).To(HaveLen(9), "fabric, 3 nodes, 1 client, 4 pods")
 		Expect(filepath.Join(lab.DefaultRecordDir, l.ID+".json")).To(BeAnExistingFile())
@@ -81,8 +82,8 @@ var _ = Describe("A lab's life", Label("lifecycle"), func() {
 	})
 
 	It("runs two labs from one file side by side", func() {
-		a := upLab(shipped("web.yaml"), lab.Options{Mode: "iptables"})
-		b := upLab(shipped("web.yaml"), lab.Options{Mode: "iptables"})
+		a := upLab(shipped("web.yaml"), lab.Options{Mode: proxy.DefaultMode()})
+		b := upLab(shipped("web.yaml"), lab.Options{Mode: proxy.DefaultMode()})
 		Expect(a.RunID).NotTo(Equal(b.RunID))
 		for _, l := range []*lab.Lab{a, b} {
 			r, err := ask(l, "outside", "192.168.1.11:30080")

@@ -7,6 +7,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
 // The rules seed 002 printed from its node (`iptables-save | grep ...`), as this
@@ -30,14 +32,14 @@ var seed002 = []string{
 
 var _ = Describe("The seeds' nodes", Label("seeds"), func() {
 	for _, m := range modes {
-		if m.name != "iptables" {
+		if m.model() != proxy.ModelIPTables {
 			continue
 		}
 		It("reproduce seed 002's iptables-save on a kube-proxy 1.18 node, "+m.label, func() {
 			o := m.options()
 			o.KubeProxyVersion = "1.18"
 			l := upLab(shipped("httpd.yaml"), o)
-			out, err := namespaces.Output(netnsOf(l, "node1"), "iptables-"+m.backend+"-save", "-t", "nat")
+			out, err := namespaces.Output(netnsOf(l, "node1"), xtables.SaveProgram(m.backend), "-t", "nat")
 			Expect(err).NotTo(HaveOccurred())
 			lines := strings.Split(string(out), "\n")
 			for _, want := range seed002 {

@@ -10,6 +10,7 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -200,7 +201,7 @@ var _ = Describe("Services", func() {
 				)
 
 				It("answers on the node's localhost too (kube-proxy's localhostNodePorts)", func() {
-					if m.name == "ipvs" {
+					if m.model() == proxy.ModelIPVS {
 						// IPVS mode never served NodePorts on 127.0.0.1; kube-proxy refuses
 						// localhostNodePorts there.
 						Expect(outcome(l, "node-3", "TCP", "127.0.0.1:30080", time.Second)).NotTo(Equal(traffic.Answered))

@@ -43,9 +43,7 @@ var _ = SynchronizedBeforeSuite(func() []byte {
 	_, err := os.Stat(svclabBin)
 	Expect(err).NotTo(HaveOccurred(), "svclab binary %s", svclabBin)
 	for _, m := range modes {
-		mode, err := proxy.Lookup(m.name)
-		Expect(err).NotTo(HaveOccurred())
-		Expect(mode.Available()).To(Succeed(), "SVCLAB_MODES lists %s, which this kernel cannot run", m.label)
+		Expect(m.mode.Available()).To(Succeed(), "SVCLAB_MODES lists %s, which this kernel cannot run", m.label)
 	}
 })
 
@@ -55,42 +53,58 @@ var _ = SynchronizedAfterSuite(func() {}, func() {
 	}
 })
 
-// modeCase is one mode (and backend) every Service spec runs in.
+// modeCase is one mode (and variant) every Service spec runs in.
 type modeCase struct {
 	label   string
-	name    string
+	mode    proxy.Mode
 	backend string
 }
 
+// model is the dataplane model of the mode, which the specs that reach into a
+// node's rules switch on.
+func (m modeCase) model() proxy.Model { return m.mode.Dataplane.Model }
+
 func (m modeCase) options() lab.Options {
-	return lab.Options{Mode: m.name, Proxy: proxy.Options{Backend: m.backend}}
+	return lab.Options{Mode: m.mode.Name, Proxy: proxy.Config{Backend: m.backend}}
 }
 
 // modes is read while the spec tree is built, so every spec of every mode is in the
 // tree: nothing is filtered out or skipped later.
 var modes = modesFromEnv()
 
+// modesFromEnv reads SVCLAB_MODES, labels of the registered modes that svclab
+// has a proxier for, in each variant ("iptables-nft", "ipvs"); by default every
+// one this kernel can run.
 func modesFromEnv() []modeCase {
-	all := map[string]modeCase{
-		"iptables-nft":    {label: "iptables-nft", name: "iptables", backend: "nft"},
-		"iptables-legacy": {label: "iptables-legacy", name: "iptables", backend: "legacy"},
-		"ipvs":            {label: "ipvs", name: "ipvs"},
-	}
-	env := os.Getenv("SVCLAB_MODES")
-	var labels []string
-	if env == "" {
-		labels = []string{"iptables-nft", "iptables-legacy"}
-		if _, err := os.Stat("/proc/net/ip_vs"); err == nil {
-			labels = append(labels, "ipvs")
+	all := map[string]modeCase{}
+	var known, runnable []string
+	for _, name := range proxy.Modes() {
+		m, _ := proxy.Lookup(name)
+		if m.New == nil {
+			continue
 		}
-	} else {
+		variants := m.Variants
+		if len(variants) == 0 {
+			variants = []proxy.Variant{{}}
+		}
+		for _, v := range variants {
+			label := m.Label(v)
+			all[label] = modeCase{label: label, mode: m, backend: v.Backend}
+			known = append(known, label)
+			if m.Available() == nil {
+				runnable = append(runnable, label)
+			}
+		}
+	}
+	labels := runnable
+	if env := os.Getenv("SVCLAB_MODES"); env != "" {
 		labels = strings.Split(env, ",")
 	}
 	var out []modeCase
 	for _, l := range labels {
 		m, ok := all[strings.TrimSpace(l)]
 		if !ok {
-			panic(fmt.Sprintf("SVCLAB_MODES: unknown mode %q (known: iptables-nft, iptables-legacy, ipvs)", l))
+			panic(fmt.Sprintf("SVCLAB_MODES: unknown mode %q (known: %s)", l, strings.Join(known, ", ")))
 		}
 		out = append(out, m)
 	}

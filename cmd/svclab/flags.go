@@ -27,27 +27,54 @@ type labFlags struct {
 	noCleanup     bool
 }
 
-func (f *labFlags) register(fs *pflag.FlagSet, defaultMode string) {
+func (f *labFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.file, "file", "f", "", "topology file, or the name of a shipped one (web, httpd); default: the built-in web.yaml")
-	fs.StringVar(&f.mode, "mode", defaultMode, "proxy mode: "+strings.Join(proxy.Modes(), ", "))
-	fs.StringVar(&f.backend, "backend", "", "iptables backend: nft (default) or legacy")
-	fs.StringVar(&f.apply, "apply", "", "how iptables rules are applied: partial (kube-proxy's partial sync, default from 1.27), full (every chain), changed (only chains that differ), per-rule (one iptables call per rule)")
-	fs.StringVar(&f.scheduler, "scheduler", "", "IPVS scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq, mh")
+	fs.StringVar(&f.mode, "mode", proxy.DefaultMode(), "proxy mode: "+strings.Join(proxy.Modes(), ", "))
+	fs.StringVar(&f.backend, "backend", "", "xtables backend the rules are written with: nft (default) or legacy")
+	fs.StringVar(&f.apply, "apply", "", "how svclab's proxier writes a change: "+methodHelp())
+	fs.StringVar(&f.scheduler, "scheduler", "", "kube-proxy's ipvs.scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq, mh")
 	fs.StringVar(&f.version, "kube-proxy-version", "", "kube-proxy release whose rules to reproduce, e.g. 1.18 (default: the topology's, else "+proxy.DefaultVersion.String()+")")
 	fs.BoolVar(&f.masqueradeAll, "masquerade-all", false, "kube-proxy's --masquerade-all: SNAT all traffic to ClusterIPs")
 	fs.BoolVar(&f.noCleanup, "no-conntrack-cleanup", false, "do not delete stale UDP conntrack entries after endpoint changes")
 }
 
-func (f *labFlags) options() lab.Options {
-	return lab.Options{
+// methodHelp lists each mode's ways of writing, its default first.
+func methodHelp() string {
+	var parts []string
+	for _, name := range proxy.Modes() {
+		m, _ := proxy.Lookup(name)
+		if len(m.Methods) > 0 {
+			parts = append(parts, name+": "+strings.Join(m.Methods, ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// options are the lab options the flags ask for; a shorthand for a section of
+// kube-proxy's configuration that the mode does not read is a mistake.
+func (f *labFlags) options() (lab.Options, error) {
+	o := lab.Options{
 		Mode: f.mode,
-		Proxy: proxy.Options{
-			Backend: f.backend, Apply: f.apply, Scheduler: f.scheduler,
-			NoConntrackCleanup: f.noCleanup,
+		Proxy: proxy.Config{
+			Backend: f.backend, Method: f.apply, NoConntrackCleanup: f.noCleanup,
 		},
 		KubeProxyVersion: f.version,
-		MasqueradeAll:    f.masqueradeAll,
 	}
+	k := &o.Proxy.KubeProxy
+	k.IPVS.Scheduler = f.scheduler
+	k.IPTables.MasqueradeAll = f.masqueradeAll
+	k.NFTables.MasqueradeAll = f.masqueradeAll
+	m, err := proxy.Lookup(f.mode)
+	if err != nil {
+		return o, err
+	}
+	if f.scheduler != "" && m.Section != proxy.SectionIPVS {
+		return o, fmt.Errorf("--scheduler sets ipvs.scheduler, which mode %s does not read", m.Name)
+	}
+	if err := m.CheckMethod(f.apply); err != nil {
+		return o, fmt.Errorf("--apply: %w", err)
+	}
+	return o, nil
 }
 
 // args are the flags as given, to start the process that owns a lab with the same

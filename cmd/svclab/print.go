@@ -17,7 +17,7 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 	if mode == "" {
 		mode = "none"
 	}
-	fmt.Fprintf(w, "Lab %s is up (mode %s, kube-proxy %s).\n\n", l.ID, mode, l.Cluster().Version)
+	fmt.Fprintf(w, "Lab %s is up (mode %s, kube-proxy %s).\n\n", l.ID, mode, l.ProxyConfig().Version)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "MEMBER\tKIND\tADDRESS\tNODE\tNETNS")
 	var pod, node string

@@ -29,24 +29,27 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 			if err != nil {
 				return err
 			}
-			o := f.options()
-			mode, err := proxy.Lookup(o.Mode)
+			o, err := f.options()
 			if err != nil {
 				return usage(err)
 			}
-			cluster, err := lab.ClusterOf(t, o)
+			mode, _ := proxy.Lookup(o.Mode)
+			if mode.Render == nil {
+				return usage(fmt.Errorf("mode %s: svclab cannot render its rules without running it", mode.Name))
+			}
+			config, err := lab.ConfigOf(t, o)
 			if err != nil {
 				return usage(err)
 			}
-			ports := proxy.FromObjects(t.Services, t.EndpointSlices())
+			state := proxy.NewState(t.Services, t.EndpointSlices(), nil)
 			found := false
 			for _, n := range t.Nodes {
 				if node != "" && n.Name != node {
 					continue
 				}
 				found = true
-				target := proxy.Target{Node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, Cluster: cluster}
-				text, err := mode.Render(target, o.Proxy, ports)
+				target := proxy.Target{Node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, Config: config}
+				text, err := mode.Render(target, state)
 				if err != nil {
 					return usage(fmt.Errorf("node %s: %w", n.Name, err))
 				}
@@ -61,7 +64,7 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 			return nil
 		},
 	}
-	f.register(cmd.Flags(), "iptables")
+	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&node, "node", "", "the node whose rules to print (default: every node)")
 	return cmd
 }

@@ -42,6 +42,9 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 			if err != nil {
 				return err
 			}
+			if _, err := f.options(); err != nil {
+				return usage(err)
+			}
 			if err := lab.CheckPrivileges(); err != nil {
 				return err
 			}
@@ -51,7 +54,7 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 			return startLab(t, f)
 		},
 	}
-	f.register(cmd.Flags(), "iptables")
+	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "stay attached; Ctrl-C tears the lab down")
 	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "")
 	cmd.Flags().StringVar(&runID, "run-id", "", "")
@@ -64,7 +67,10 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 func runLab(t *topology.Topology, f labFlags, runID string, readyFD int) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts := f.options()
+	opts, err := f.options()
+	if err != nil {
+		return usage(err)
+	}
 	opts.RunID = runID
 	opts.Log = os.Stderr
 	var ready io.WriteCloser = os.Stdout

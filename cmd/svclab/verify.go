@@ -115,36 +115,43 @@ tear the lab down. Exit status 0 only if every check passed.`,
 			return nil
 		},
 	}
-	f.register(cmd.Flags(), "iptables")
+	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&noVM, "no-vm", false, "never run in svclab's VM, even when this kernel lacks what a mode needs")
 	return cmd
 }
 
-// verifyRuns expands --mode: "all" is every registered mode, and for iptables both
-// backends.
+// verifyRuns expands --mode: "all" is every mode svclab has a proxier for,
+// each in every variant.
 func verifyRuns(f labFlags) ([]run, error) {
 	modes := []string{f.mode}
 	if f.mode == "all" {
-		modes = proxy.Modes()
+		modes = nil
+		for _, name := range proxy.Modes() {
+			if m, _ := proxy.Lookup(name); m.New != nil {
+				modes = append(modes, name)
+			}
+		}
 	}
 	var runs []run
-	for _, m := range modes {
-		if _, err := proxy.Lookup(m); err != nil {
+	for _, name := range modes {
+		g := f
+		g.mode = name
+		o, err := g.options()
+		if err != nil {
 			return nil, err
 		}
-		backends := []string{f.backend}
-		if m == "iptables" && f.mode == "all" {
-			backends = []string{"nft", "legacy"}
+		m, _ := proxy.Lookup(name)
+		variants := []proxy.Variant{m.VariantOf(o.Proxy)}
+		if f.mode == "all" && f.backend == "" && len(m.Variants) > 0 {
+			variants = m.Variants
 		}
-		for _, b := range backends {
-			o := f.options()
-			o.Mode, o.Proxy.Backend = m, b
-			label := m
-			if m == "iptables" {
-				label += "-" + backendName(b)
+		for _, v := range variants {
+			o := o
+			if v.Backend != "" {
+				o.Proxy.Backend = v.Backend
 			}
-			runs = append(runs, run{label: label, opts: o})
+			runs = append(runs, run{label: m.Label(v), opts: o})
 		}
 	}
 	return runs, nil
@@ -169,13 +176,6 @@ func verifyInVM(f labFlags, runs []run) ([]verify.Check, error) {
 		checks = append(checks, rep.Checks...)
 	}
 	return checks, nil
-}
-
-func backendName(b string) string {
-	if b == "" {
-		return "nft"
-	}
-	return b
 }
 
 func printChecks(w io.Writer, checks []verify.Check) {

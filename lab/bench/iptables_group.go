@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/iptables"
 )
 
@@ -123,7 +122,7 @@ func (r *runner) restoreMethods(ctx context.Context, nd *node, x xtables, g grou
 			continue
 		}
 		st := newState(n, e, r.c.Reps, nd.bk)
-		p, err := iptables.New(nd.target, proxy.Options{Backend: g.backend, Apply: m})
+		p, err := iptables.New(nd.targetFor(g.backend, m))
 		if err != nil {
 			return false, err
 		}
@@ -164,7 +163,7 @@ func (r *runner) firstCold(ctx context.Context, nd *node, x xtables, g group, s 
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	p, err = iptables.New(nd.target, proxy.Options{Backend: g.backend, Apply: s.method})
+	p, err = iptables.New(nd.targetFor(g.backend, s.method))
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -232,7 +231,7 @@ func (r *runner) overhead(ctx context.Context, nd *node, x xtables, g group, s s
 			if err := x.wipe(); err != nil {
 				return err
 			}
-			p, err := iptables.New(nd.target, proxy.Options{Backend: g.backend, Apply: s.method})
+			p, err := iptables.New(nd.targetFor(g.backend, s.method))
 			if err != nil {
 				return err
 			}
@@ -318,7 +317,7 @@ func (r *runner) perRuleGroup(ctx context.Context, nd *node, x xtables, g group)
 	if err := x.wipe(); err != nil {
 		return err
 	}
-	p, err := iptables.New(nd.target, proxy.Options{Backend: g.backend, Apply: MethodPerRule})
+	p, err := iptables.New(nd.targetFor(g.backend, MethodPerRule))
 	if err != nil {
 		return err
 	}

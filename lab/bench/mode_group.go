@@ -27,7 +27,7 @@ func (r *runner) modeGroup(ctx context.Context, g group) error {
 		if err != nil {
 			return err
 		}
-		p, err := m.New(nd.target, proxy.Options{})
+		p, err := m.New(nd.target)
 		if err != nil {
 			return err
 		}

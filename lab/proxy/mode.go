@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -11,18 +12,23 @@ import (
 // Proxier programs one node's kernel from the Service state, as kube-proxy does, and
 // re-programs it on every change.
 type Proxier interface {
-	// Sync makes the node's dataplane match ports. It is called with the whole state
+	// Sync makes the node's dataplane match s. It is called with the whole state
 	// every time; a proxier decides how much of it to rewrite.
-	Sync(ctx context.Context, ports []ServicePort) error
+	Sync(ctx context.Context, s *State) error
 	// Close releases what the proxier holds (sockets, handles). Rules stay: they go
 	// with the node's namespace.
 	Close() error
 }
 
+// StatsReporter is a proxier that accounts for its last sync, for benchmarks.
+type StatsReporter interface {
+	Stats() SyncStats
+}
+
 // Target is the node a proxier programs.
 type Target struct {
-	Node    Node
-	Cluster Cluster
+	Node   Node
+	Config Config
 	// NetNS is the path of the node's network namespace (/run/netns/...); empty
 	// means the calling process's own namespace, which svclab never programs.
 	NetNS string
@@ -30,39 +36,124 @@ type Target struct {
 	RunDir string
 }
 
-// Options are the knobs of the modes. A mode reads the ones it knows and rejects
-// values it does not support.
-type Options struct {
-	// Backend is the iptables backend: "nft" (default) or "legacy".
-	Backend string
-	// Apply is how iptables rules reach the kernel, each an iptables-restore
-	// --noflush except per-rule: "partial" (the default from 1.27: kube-proxy's
-	// partial sync, rewriting the top-level chains and only the per-Service chains
-	// of Services that changed), "full" (every chain, as kube-proxy did before),
-	// "changed" (only chains whose rules differ) or "per-rule" (the naive way: one
-	// iptables call per rule).
-	Apply string
-	// Scheduler is the IPVS scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq,
-	// mh.
-	Scheduler string
-	// NoConntrackCleanup turns off deleting stale UDP conntrack entries after a sync,
-	// to show what happens without it.
-	NoConntrackCleanup bool
-}
-
-// Mode is one way of programming Services, registered by name.
+// Mode is one way of programming Services, registered by name. It carries what
+// the rest of svclab asks of a mode, so that no other package names one.
 type Mode struct {
 	Name string
 	// Summary is one line for help texts.
 	Summary string
-	// New makes a proxier for one node.
-	New func(t Target, o Options) (Proxier, error)
-	// Render prints what New's proxier would install for ports, in the mode's
+	// Dataplane says how the mode's rules behave, for verify's model.
+	Dataplane Dataplane
+	// Section is the section of kube-proxy's configuration the mode reads
+	// besides the common fields ("iptables", "ipvs", "nftables"): a setting of
+	// another section is a mistake for this mode.
+	Section string
+	// Variants are the ways of running the mode that `--mode all` runs one after
+	// another and the bench compares (iptables: its two xtables backends); none
+	// means the mode runs one way.
+	Variants []Variant
+	// Methods are the ways svclab's proxier writes a change (Config.Method), its
+	// default first.
+	Methods []string
+	// New makes svclab's proxier for one node; nil when svclab has no proxier
+	// of its own for the mode.
+	New func(t Target) (Proxier, error)
+	// Render prints what New's proxier would install for s, in the mode's
 	// native text (iptables-restore input, ipvsadm -Ln, ...), without root.
-	Render func(t Target, o Options, ports []ServicePort) (string, error)
+	Render func(t Target, s *State) (string, error)
 	// Available returns nil when the running kernel and userland can run the mode,
 	// or an error saying what is missing and what to do.
 	Available func() error
+	// Diagnostics are the commands a failure dump runs in a node programmed in
+	// this mode with c, besides addresses and routes.
+	Diagnostics func(c Config) [][]string
+}
+
+// Dataplane is how a mode's rules behave, as far as verify must know.
+type Dataplane struct {
+	Model     Model
+	Selection Selection
+}
+
+// Model names the flow model verify applies to a mode.
+type Model int
+
+// Models verify knows.
+const (
+	// ModelIPTables is kube-proxy's iptables layout: DNAT in nat PREROUTING and
+	// OUTPUT, REJECT for Services without endpoints, DROP for Local policy
+	// without local endpoints.
+	ModelIPTables Model = iota + 1
+	// ModelIPVS is kube-proxy's IPVS layout: every ClusterIP a local address of
+	// every node, virtual servers with masquerading real servers.
+	ModelIPVS
+	// ModelNFTables is kube-proxy's nftables layout, iptables' behaviour in one
+	// nftables table.
+	ModelNFTables
+)
+
+func (m Model) String() string {
+	switch m {
+	case ModelIPTables:
+		return "iptables model"
+	case ModelIPVS:
+		return "IPVS model"
+	case ModelNFTables:
+		return "nftables model"
+	}
+	return fmt.Sprintf("model %d", int(m))
+}
+
+// Selection is how a mode picks the backend of a new connection.
+type Selection int
+
+// Selections.
+const (
+	// RandomPerConnection: each new connection draws its backend independently.
+	RandomPerConnection Selection = iota + 1
+	// SharedPerVirtualServer: one scheduler per virtual server, shared by every
+	// client (IPVS's rr rotation), so flows through it are not independent.
+	SharedPerVirtualServer
+)
+
+// Variant is one way of running a mode.
+type Variant struct {
+	// Name labels the variant after the mode's name ("nft" gives "iptables-nft").
+	Name string
+	// Backend is the xtables backend it sets (Config.Backend).
+	Backend string
+}
+
+// Label is how a run of mode m in variant v is named: "iptables-nft", or the
+// mode's name alone for a mode without variants.
+func (m Mode) Label(v Variant) string {
+	if v.Name == "" {
+		return m.Name
+	}
+	return m.Name + "-" + v.Name
+}
+
+// VariantOf is the variant of m a configuration selects: the one whose backend
+// c names (the first when c names none), or none for a mode without variants.
+func (m Mode) VariantOf(c Config) Variant {
+	for _, v := range m.Variants {
+		if v.Backend == c.Backend || (c.Backend == "" && v.Backend == m.Variants[0].Backend) {
+			return v
+		}
+	}
+	return Variant{}
+}
+
+// CheckMethod tells whether svclab's proxier for m writes with method (empty is
+// the default).
+func (m Mode) CheckMethod(method string) error {
+	if method == "" || slices.Contains(m.Methods, method) {
+		return nil
+	}
+	if len(m.Methods) == 0 {
+		return fmt.Errorf("mode %s: svclab's proxier has no methods to choose from (got %q)", m.Name, method)
+	}
+	return fmt.Errorf("mode %s writes with %s (got %q)", m.Name, strings.Join(m.Methods, ", "), method)
 }
 
 var (
@@ -76,6 +167,9 @@ func Register(m Mode) {
 	defer registryMu.Unlock()
 	if _, dup := registry[m.Name]; dup {
 		panic("proxy: mode " + m.Name + " registered twice")
+	}
+	if m.Dataplane.Model == 0 || m.Dataplane.Selection == 0 || m.Available == nil || m.Diagnostics == nil {
+		panic("proxy: mode " + m.Name + " registered without its dataplane, availability or diagnostics")
 	}
 	registry[m.Name] = m
 }
@@ -107,12 +201,25 @@ func modeNames() []string {
 	return names
 }
 
+// DefaultMode is the mode svclab uses when none is asked for: kube-proxy's own
+// default, the first mode registered for the iptables model.
+func DefaultMode() string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	for _, n := range modeNames() {
+		if registry[n].Dataplane.Model == ModelIPTables && registry[n].New != nil {
+			return n
+		}
+	}
+	return ""
+}
+
 // Constructor adapts a mode's New, which returns its own proxier type, to
 // Mode.New, so that a failure gives a nil Proxier rather than an interface
 // holding a nil pointer.
-func Constructor[P Proxier](newP func(Target, Options) (P, error)) func(Target, Options) (Proxier, error) {
-	return func(t Target, o Options) (Proxier, error) {
-		p, err := newP(t, o)
+func Constructor[P Proxier](newP func(Target) (P, error)) func(Target) (Proxier, error) {
+	return func(t Target) (Proxier, error) {
+		p, err := newP(t)
 		if err != nil {
 			return nil, err
 		}

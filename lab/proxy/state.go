@@ -12,6 +12,28 @@ import (
 // sessionAffinityConfig.clientIP.timeoutSeconds (3 hours).
 const defaultAffinitySeconds = 10800
 
+// State is what a proxier programs: the API objects kube-proxy watches (the
+// Services, their EndpointSlices, and the Node it runs on), and the per-port view
+// kube-proxy's change trackers derive from them, which svclab's proxiers read.
+type State struct {
+	Services       []corev1.Service
+	EndpointSlices []discoveryv1.EndpointSlice
+	// Node is the programmed node's object; nil when the caller has none.
+	Node *corev1.Node
+	// Ports is FromObjects(Services, EndpointSlices).
+	Ports []ServicePort
+}
+
+// NewState derives the ports of services and slices; the objects are kept as
+// given, not copied.
+func NewState(services []corev1.Service, slices []discoveryv1.EndpointSlice, node *corev1.Node) *State {
+	return &State{Services: services, EndpointSlices: slices, Node: node, Ports: FromObjects(services, slices)}
+}
+
+// StateOf is a state holding ports alone, for callers that build ports by hand
+// (tests and benchmarks), with no objects behind them.
+func StateOf(ports []ServicePort) *State { return &State{Ports: ports} }
+
 // FromObjects builds the proxier's view from Service and EndpointSlice objects, as
 // kube-proxy's service and endpoint change trackers do: one ServicePort per Service
 // port, with the endpoints of every slice labelled with the Service's name whose port

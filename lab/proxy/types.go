@@ -103,16 +103,6 @@ type Node struct {
 	PodCIDR netip.Prefix
 }
 
-// Cluster holds the cluster-wide settings every node's proxier shares.
-type Cluster struct {
-	ClusterCIDR netip.Prefix
-	ServiceCIDR netip.Prefix
-	Version     Version
-	// MasqueradeAll is kube-proxy's --masquerade-all: masquerade every packet sent
-	// to a ClusterIP, not only those from outside the cluster CIDR.
-	MasqueradeAll bool
-}
-
 // Version is a kube-proxy minor release; its rules changed shape between releases.
 type Version struct{ Major, Minor int }
 

@@ -91,12 +91,19 @@ func describeBackends(b map[string][]netip.Addr) string {
 // model knows the addresses of a topology's nodes.
 type model struct {
 	t       *topology.Topology
-	cluster proxy.Cluster
+	cluster cluster
 	nodes   map[string]topology.Node
 }
 
-func newModel(t *topology.Topology, c proxy.Cluster) *model {
-	m := &model{t: t, cluster: c, nodes: map[string]topology.Node{}}
+// cluster is what the models read of the proxy configuration.
+type cluster struct {
+	ClusterCIDR   netip.Prefix
+	MasqueradeAll bool
+	Version       proxy.Version
+}
+
+func newModel(t *topology.Topology, c proxy.Config) *model {
+	m := &model{t: t, cluster: cluster{ClusterCIDR: c.ClusterCIDR(), MasqueradeAll: c.MasqueradeAll(), Version: c.VersionOr()}, nodes: map[string]topology.Node{}}
 	for _, n := range t.Nodes {
 		m.nodes[n.Name] = n
 	}

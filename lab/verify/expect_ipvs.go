@@ -8,7 +8,7 @@ import (
 )
 
 func init() {
-	expectations["ipvs"] = (*model).expectIPVS
+	expectations[proxy.ModelIPVS] = (*model).expectIPVS
 }
 
 // expectIPVS is what kube-proxy's IPVS mode does with a flow, derived from how the

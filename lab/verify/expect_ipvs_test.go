@@ -11,7 +11,7 @@ import (
 // TestExpectIPVSPolicies holds the model to the places where IPVS mode differs
 // from iptables mode.
 func TestExpectIPVSPolicies(t *testing.T) {
-	checkPolicies(t, "ipvs", []policyCase{
+	checkPolicies(t, proxy.ModelIPVS, []policyCase{
 		// internalTrafficPolicy Local without a local endpoint: a virtual server
 		// without real servers refuses (iptables mode drops).
 		{"probe-1", "default/node-local:http", "", traffic.Answered, "10.244.1.2:8080 (src 10.244.1.3)"},
@@ -41,7 +41,7 @@ func TestExpectIPVSPolicies(t *testing.T) {
 
 func TestExpectIPVSMasqueradeAll(t *testing.T) {
 	web := mustLoad(t, "../../topologies/web.yaml")
-	m := newModel(web, proxy.Cluster{ClusterCIDR: web.ClusterCIDR, MasqueradeAll: true})
+	m := newModel(web, proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String(), IPTables: proxy.IPTablesConfiguration{MasqueradeAll: true}}})
 	sp := proxy.FromObjects(web.Services, web.EndpointSlices())[0]
 	src := Source{Name: "client", Kind: "pod", IP: netip.MustParseAddr("10.244.1.5"), Node: "node-1"}
 	got := m.expectIPVS(src, &sp, Target{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}).String()

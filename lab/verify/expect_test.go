@@ -24,9 +24,9 @@ func mustLoad(t *testing.T, path string) *topology.Topology {
 // expectFor is mode's expectation of one flow in topology top: from a member to a
 // Service port ("namespace/name:port"), at its ClusterIP or, with node set, at that
 // node's NodePort.
-func expectFor(t *testing.T, mode string, top *topology.Topology, from, svc, node string) Expectation {
+func expectFor(t *testing.T, mode proxy.Model, top *topology.Topology, from, svc, node string) Expectation {
 	t.Helper()
-	m := newModel(top, proxy.Cluster{ClusterCIDR: top.ClusterCIDR, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion})
+	m := newModel(top, proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: top.ClusterCIDR.String()}, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion})
 	var src Source
 	for _, n := range top.Nodes {
 		if n.Name == from {
@@ -65,7 +65,7 @@ func expectFor(t *testing.T, mode string, top *topology.Topology, from, svc, nod
 // KUBE-LOOP-BACK / KUBE-SEP- hairpin masquerade included.
 func TestExpectWeb(t *testing.T) {
 	web := mustLoad(t, "../../topologies/web.yaml")
-	for _, mode := range []string{"iptables", "ipvs"} {
+	for _, mode := range []proxy.Model{proxy.ModelIPTables, proxy.ModelIPVS} {
 		for _, tc := range []struct {
 			from, node string
 			want       string
@@ -95,7 +95,7 @@ type policyCase struct {
 	want            string
 }
 
-func checkPolicies(t *testing.T, mode string, cases []policyCase) {
+func checkPolicies(t *testing.T, mode proxy.Model, cases []policyCase) {
 	t.Helper()
 	top := mustLoad(t, "../../specs/testdata/policies.yaml")
 	for _, tc := range cases {
@@ -110,7 +110,7 @@ func checkPolicies(t *testing.T, mode string, cases []policyCase) {
 }
 
 func TestExpectIPTablesPolicies(t *testing.T) {
-	checkPolicies(t, "iptables", []policyCase{
+	checkPolicies(t, proxy.ModelIPTables, []policyCase{
 		// internalTrafficPolicy Local: only the client's node's endpoints.
 		{"probe-1", "default/node-local:http", "", traffic.Answered, "10.244.1.2:8080 (src 10.244.1.3)"},
 		{"probe-3", "default/node-local:http", "", traffic.Timeout, ""},
@@ -135,7 +135,7 @@ func TestNoEndpointsRefused(t *testing.T) {
 			top.Pods[i].Ready = false
 		}
 	}
-	if e := expectFor(t, "iptables", top, "client", "default/web:http", ""); e.Outcome != traffic.Refused || !strings.Contains(e.Why, "reject") {
+	if e := expectFor(t, proxy.ModelIPTables, top, "client", "default/web:http", ""); e.Outcome != traffic.Refused || !strings.Contains(e.Why, "reject") {
 		t.Errorf("no ready endpoints: %s (%s), want refused", e.Outcome, e.Why)
 	}
 }

@@ -77,12 +77,16 @@ type Flow struct {
 // Flows derives every flow of the lab and its expectation under the lab's mode:
 // from each pod, node and client to each ClusterIP:port and each node:nodePort.
 func Flows(l *lab.Lab) ([]Flow, error) {
-	expect, ok := expectations[l.Mode()]
+	mode, err := proxy.Lookup(l.Mode())
+	if err != nil {
+		return nil, fmt.Errorf("verify: %w", err)
+	}
+	expect, ok := expectations[mode.Dataplane.Model]
 	if !ok {
-		return nil, fmt.Errorf("verify: no expectations are defined for mode %q", l.Mode())
+		return nil, fmt.Errorf("verify: no expectations are defined for mode %s's dataplane", mode.Name)
 	}
 	t := l.Topology()
-	m := newModel(t, l.Cluster())
+	m := newModel(t, l.ProxyConfig())
 	var sources []Source
 	for _, n := range t.Nodes {
 		sources = append(sources, Source{Name: n.Name, Kind: lab.KindNode, IP: n.IP, Node: n.Name})
@@ -115,13 +119,17 @@ func Flows(l *lab.Lab) ([]Flow, error) {
 }
 
 // expectations holds each mode's model of the dataplane.
-var expectations = map[string]func(*model, Source, *proxy.ServicePort, Target) Expectation{
-	"iptables": (*model).expectIPTables,
+var expectations = map[proxy.Model]func(*model, Source, *proxy.ServicePort, Target) Expectation{
+	proxy.ModelIPTables: (*model).expectIPTables,
 }
 
 // Run checks every flow of the lab with real connections, a few flows at a time.
 func Run(ctx context.Context, l *lab.Lab, mode string) ([]Check, error) {
 	flows, err := Flows(l)
+	if err != nil {
+		return nil, err
+	}
+	m, err := proxy.Lookup(l.Mode())
 	if err != nil {
 		return nil, err
 	}
@@ -141,7 +149,7 @@ func Run(ctx context.Context, l *lab.Lab, mode string) ([]Check, error) {
 			continue
 		}
 		key := strconv.Itoa(i)
-		if mode == "ipvs" {
+		if m.Dataplane.Selection == proxy.SharedPerVirtualServer {
 			key = flows[i].scheduler()
 		}
 		g, ok := shared[key]

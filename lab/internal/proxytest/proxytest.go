@@ -20,8 +20,8 @@ var (
 
 // Target is node n of the lab, with kube-proxy release v.
 func Target(n proxy.Node, v proxy.Version) proxy.Target {
-	return proxy.Target{Node: n, Cluster: proxy.Cluster{
-		ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16"),
+	return proxy.Target{Node: n, Config: proxy.Config{
+		KubeProxy:   proxy.KubeProxyConfiguration{ClusterCIDR: "10.244.0.0/16"},
 		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/12"),
 		Version:     v,
 	}}

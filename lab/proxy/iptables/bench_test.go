@@ -43,10 +43,10 @@ func BenchmarkSync(b *testing.B) {
 			for _, apply := range []string{ApplyFull, ApplyPartial, ApplyChanged} {
 				b.Run(fmt.Sprintf("%s/services=%d/%s", backend, n, apply), func(b *testing.B) {
 					path := newNodeNS(b)
-					p := newProxier(b, path, v137, proxy.Options{Backend: backend, Apply: apply})
+					p := newProxier(b, path, v137, proxy.Config{Backend: backend, Method: apply})
 					ports := manyPorts(n)
 					start := time.Now()
-					if err := p.Sync(context.Background(), ports); err != nil {
+					if err := p.Sync(context.Background(), proxy.StateOf(ports)); err != nil {
 						b.Fatal(err)
 					}
 					first := time.Since(start)
@@ -59,7 +59,7 @@ func BenchmarkSync(b *testing.B) {
 						sp.Endpoints = []proxy.Endpoint{sp.Endpoints[0], sp.Endpoints[1]}
 						sp.Endpoints[1].IP = sp.Endpoints[1].IP.Next()
 						i++
-						if err := p.Sync(context.Background(), ports); err != nil {
+						if err := p.Sync(context.Background(), proxy.StateOf(ports)); err != nil {
 							b.Fatal(err)
 						}
 						st := p.LastSync()

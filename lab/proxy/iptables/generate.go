@@ -48,15 +48,11 @@ type Config struct {
 // with nfacct (such as the one svclab is built on) and default conntrack settings.
 // The proxier reads the node's kernel instead.
 func ConfigFor(t proxy.Target) Config {
-	v := t.Cluster.Version
-	if v == (proxy.Version{}) {
-		v = proxy.DefaultVersion
-	}
 	return Config{
-		Version:       v,
+		Version:       t.Config.VersionOr(),
 		Node:          t.Node,
-		ClusterCIDR:   t.Cluster.ClusterCIDR,
-		MasqueradeAll: t.Cluster.MasqueradeAll,
+		ClusterCIDR:   t.Config.ClusterCIDR(),
+		MasqueradeAll: t.Config.MasqueradeAll(),
 		NFAcct:        true,
 	}
 }

@@ -90,7 +90,7 @@ func goldenCases() []goldenCase {
 		ep("10.244.1.5", 80, "node-1"), ep("10.244.1.6", 80, "node-1"), ep("10.244.2.5", 80, "node-2"),
 		ep("10.244.2.6", 80, "node-2"), ep("10.244.2.7", 80, "node-2"))
 	masqAll := target(node1, v137)
-	masqAll.Cluster.MasqueradeAll = true
+	masqAll.Config.KubeProxy.IPTables.MasqueradeAll = true
 
 	return []goldenCase{
 		{"web-node-1", target(node1, v137), []proxy.ServicePort{web()}},
@@ -121,7 +121,7 @@ func goldenCases() []goldenCase {
 func TestGolden(t *testing.T) {
 	for _, c := range goldenCases() {
 		t.Run(c.name, func(t *testing.T) {
-			got, err := Render(c.t, proxy.Options{}, c.ports)
+			got, err := Render(c.t, proxy.StateOf(c.ports))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -344,16 +344,24 @@ func TestRuleQuoting(t *testing.T) {
 	}
 }
 
+// ipvsMethod is another mode's method, which this mode must not take.
+const ipvsMethod = "netlink"
+
 func TestRejectsUnknownOptions(t *testing.T) {
 	tg := target(node1, v137)
-	for _, o := range []proxy.Options{{Backend: "iptables"}, {Apply: "fast"}, {Scheduler: "rr"}} {
-		if _, err := Render(tg, o, nil); err == nil {
-			t.Errorf("options %+v accepted", o)
+	with := func(backend, method, detect string) proxy.Target {
+		t := tg
+		t.Config.Backend, t.Config.Method, t.Config.KubeProxy.DetectLocalMode = backend, method, detect
+		return t
+	}
+	for _, bad := range []proxy.Target{with("iptables", "", ""), with("", "fast", ""), with("", ipvsMethod, ""), with("", "", "Guess")} {
+		if _, err := Render(bad, proxy.StateOf(nil)); err == nil {
+			t.Errorf("config %+v accepted", bad.Config)
 		}
 	}
-	for _, o := range []proxy.Options{{}, {Backend: "legacy", Apply: ApplyPerRule}, {Backend: "nft", Apply: ApplyChanged}} {
-		if _, err := Render(tg, o, nil); err != nil {
-			t.Errorf("options %+v: %v", o, err)
+	for _, good := range []proxy.Target{tg, with("legacy", ApplyPerRule, ""), with("nft", ApplyChanged, "")} {
+		if _, err := Render(good, proxy.StateOf(nil)); err != nil {
+			t.Errorf("config %+v: %v", good.Config, err)
 		}
 	}
 }

@@ -8,22 +8,33 @@ import (
 	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
+// mode is the iptables mode as registered.
+var mode = proxy.Mode{
+	Name:      "iptables",
+	Summary:   "kube-proxy's iptables mode: KUBE-SERVICES, KUBE-SVC-, KUBE-SEP- chains written with iptables-restore",
+	Dataplane: proxy.Dataplane{Model: proxy.ModelIPTables, Selection: proxy.RandomPerConnection},
+	Section:   proxy.SectionIPTables,
+	Variants:  xtables.Variants(),
+	Methods:   []string{ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule},
+	Available: Available,
+	Diagnostics: func(c proxy.Config) [][]string {
+		return [][]string{{xtables.SaveProgram(c.Backend)}, {"conntrack", "-L"}}
+	},
+}
+
 func init() {
-	proxy.Register(proxy.Mode{
-		Name:      "iptables",
-		Summary:   "kube-proxy's iptables mode: KUBE-SERVICES, KUBE-SVC-, KUBE-SEP- chains written with iptables-restore",
-		New:       proxy.Constructor(New),
-		Render:    Render,
-		Available: Available,
-	})
+	// New and Render read mode (its methods), so they join it here.
+	mode.New, mode.Render = proxy.Constructor(New), Render
+	proxy.Register(mode)
 }
 
 // Render prints what a proxier for t installs for ports: the single-call steps as
 // comments, then the iptables-restore input of a full sync. It needs no root and
 // assumes what kube-proxy finds on svclab's kernel: nfacct present,
 // nf_conntrack_tcp_be_liberal off.
-func Render(t proxy.Target, o proxy.Options, ports []proxy.ServicePort) (string, error) {
-	if _, _, err := validate(t, o); err != nil {
+func Render(t proxy.Target, s *proxy.State) (string, error) {
+	ports := s.Ports
+	if _, _, err := validate(t); err != nil {
 		return "", err
 	}
 	cfg := ConfigFor(t)
@@ -43,12 +54,5 @@ func Render(t proxy.Target, o proxy.Options, ports []proxy.ServicePort) (string,
 	return b.String(), nil
 }
 
-// Available tells whether the default (nft) and legacy backends are installed.
-func Available() error {
-	for _, name := range []string{"nft", "legacy"} {
-		if err := xtables.Backends[name].Check(); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// Available tells whether both xtables backends are installed.
+func Available() error { return xtables.CheckAll() }

@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -100,54 +101,45 @@ type Proxier struct {
 	stats       SyncStats
 }
 
-// validate reads the options this mode knows.
-func validate(t proxy.Target, o proxy.Options) (xtables.Backend, string, error) {
-	be, err := xtables.BackendFor(o.Backend)
+// validate reads the settings this mode knows.
+func validate(t proxy.Target) (xtables.Backend, string, error) {
+	be, err := xtables.BackendFor(t.Config.Backend)
 	if err != nil {
 		return xtables.Backend{}, "", err
 	}
-	apply := o.Apply
+	apply := t.Config.Method
 	if apply == "" {
 		apply = ApplyPartial
-		if v := versionOf(t); !v.AtLeast(1, 27) {
+		if !t.Config.VersionOr().AtLeast(1, 27) {
 			// kube-proxy before 1.27 had no partial sync (1.26 had it behind an
 			// alpha gate, off by default).
 			apply = ApplyFull
 		}
 	}
-	switch apply {
-	case ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule:
-	default:
-		return xtables.Backend{}, "", fmt.Errorf("iptables apply method %q: want %s, %s, %s or %s", o.Apply, ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule)
+	if err := mode.CheckMethod(apply); err != nil {
+		return xtables.Backend{}, "", err
 	}
-	if o.Scheduler != "" {
-		return xtables.Backend{}, "", fmt.Errorf("iptables mode has no scheduler (got %q); schedulers are IPVS's", o.Scheduler)
+	if err := t.Config.Validate(); err != nil {
+		return xtables.Backend{}, "", err
 	}
 	return be, apply, nil
 }
 
-func versionOf(t proxy.Target) proxy.Version {
-	if t.Cluster.Version == (proxy.Version{}) {
-		return proxy.DefaultVersion
-	}
-	return t.Cluster.Version
-}
-
 // New makes a proxier for the node whose network namespace is t.NetNS. Rules are
 // written by Sync.
-func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
-	be, apply, err := validate(t, o)
+func New(t proxy.Target) (*Proxier, error) {
+	be, apply, err := validate(t)
 	if err != nil {
 		return nil, err
 	}
 	if err := proxy.Prepare("iptables", t, be.Check); err != nil {
 		return nil, err
 	}
-	p := &Proxier{target: t, apply: apply, noCT: o.NoConntrackCleanup, cfg: ConfigFor(t), be: be,
+	p := &Proxier{target: t, apply: apply, noCT: t.Config.NoConntrackCleanup, cfg: ConfigFor(t), be: be,
 		run: xtables.NewRunner(be, t.RunDir), needFull: true}
 	if err := p.open(); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("node %s: %w", t.Node.Name, err)
+		return nil, err
 	}
 	return p, nil
 }
@@ -211,15 +203,28 @@ func (p *Proxier) Ruleset() *Ruleset {
 	return p.last
 }
 
-// Sync makes the node's iptables match ports.
-func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
+// Stats is LastSync for benchmarks that read every mode alike.
+func (p *Proxier) Stats() proxy.SyncStats {
+	s := p.LastSync()
+	return proxy.SyncStats{
+		Total: s.Total,
+		Parts: []proxy.Part{{Name: "generate", D: s.Generate}, {Name: "setup", D: s.Setup}, {Name: "save", D: s.Save},
+			{Name: "write", D: s.Write}, {Name: "conntrack", D: s.Conntrack}},
+		Counts: []proxy.Count{{Name: "rules", N: s.Rules}, {Name: "chains", N: s.Chains}, {Name: "rules_written", N: s.RulesWritten},
+			{Name: "chains_written", N: s.ChainsWritten}, {Name: "commands", N: s.Commands}, {Name: "restore_bytes", N: s.RestoreBytes}},
+	}
+}
+
+// Sync makes the node's iptables match s.
+func (p *Proxier) Sync(ctx context.Context, s *proxy.State) error {
+	ports := s.Ports
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if p.node == nil {
-		return fmt.Errorf("node %s: the proxier is closed", p.target.Node.Name)
+		return errors.New("iptables proxier: closed")
 	}
 	start := time.Now()
 	full := p.needFull || p.last == nil || p.apply == ApplyFull ||
@@ -246,7 +251,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		// writes everything.
 		p.needFull = true
 		p.stats.Total = time.Since(start)
-		return fmt.Errorf("node %s: iptables sync: %w", p.target.Node.Name, err)
+		return fmt.Errorf("iptables sync: %w", err)
 	}
 	p.last, p.lastPorts, p.needFull = rs, proxy.ClonePorts(ports), false
 	if full {
@@ -259,7 +264,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		p.stats.Conntrack, p.stats.ConntrackDeleted = time.Since(t), n
 		if err != nil {
 			p.stats.Total = time.Since(start)
-			return fmt.Errorf("node %s: %w", p.target.Node.Name, err)
+			return err
 		}
 	}
 	p.stats.Total = time.Since(start)

@@ -47,11 +47,14 @@ func states() [][]proxy.ServicePort {
 	return [][]proxy.ServicePort{s0, s1, s2}
 }
 
-func newProxier(t testing.TB, path string, v proxy.Version, o proxy.Options) *Proxier {
+// newProxier makes a proxier for node1 in path, with o's backend, method and
+// conntrack cleanup.
+func newProxier(t testing.TB, path string, v proxy.Version, o proxy.Config) *Proxier {
 	t.Helper()
 	tg := target(node1, v)
 	tg.NetNS, tg.RunDir = path, t.TempDir()
-	p, err := New(tg, o)
+	tg.Config.Backend, tg.Config.Method, tg.Config.NoConntrackCleanup = o.Backend, o.Method, o.NoConntrackCleanup
+	p, err := New(tg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,9 +75,9 @@ func TestApplyMethodsAgree(t *testing.T) {
 				results := map[string][]string{}
 				for _, apply := range []string{ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule} {
 					path := newNodeNS(t)
-					p := newProxier(t, path, v, proxy.Options{Backend: backend, Apply: apply})
+					p := newProxier(t, path, v, proxy.Config{Backend: backend, Method: apply})
 					for i, ports := range seq {
-						if err := p.Sync(context.Background(), ports); err != nil {
+						if err := p.Sync(context.Background(), proxy.StateOf(ports)); err != nil {
 							t.Fatalf("%s: state %d: %v", apply, i, err)
 						}
 						got := saved(t, backend, path)
@@ -147,7 +150,7 @@ func TestPartialSync(t *testing.T) {
 	s1[0] = seq[1][0] // web gains an endpoint on node-2
 
 	t.Run("partial", func(t *testing.T) {
-		p := newProxier(t, newNodeNS(t), v137, proxy.Options{})
+		p := newProxier(t, newNodeNS(t), v137, proxy.Config{})
 		syncOK(t, p, s0)
 		if st := p.LastSync(); !st.Full || st.ChainsWritten != st.Chains {
 			t.Fatalf("first sync: full=%v, wrote %d of %d chains", st.Full, st.ChainsWritten, st.Chains)
@@ -171,7 +174,7 @@ func TestPartialSync(t *testing.T) {
 	})
 
 	t.Run("changed", func(t *testing.T) {
-		p := newProxier(t, newNodeNS(t), v137, proxy.Options{Apply: ApplyChanged})
+		p := newProxier(t, newNodeNS(t), v137, proxy.Config{Method: ApplyChanged})
 		syncOK(t, p, s0)
 		syncOK(t, p, s1)
 		w := web()
@@ -189,7 +192,7 @@ func TestPartialSync(t *testing.T) {
 
 func syncOK(t *testing.T, p *Proxier, ports []proxy.ServicePort) {
 	t.Helper()
-	if err := p.Sync(context.Background(), ports); err != nil {
+	if err := p.Sync(context.Background(), proxy.StateOf(ports)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -227,7 +230,7 @@ func TestSysctls(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := newNodeNS(t)
-	p := newProxier(t, path, v137, proxy.Options{})
+	p := newProxier(t, path, v137, proxy.Config{})
 	syncOK(t, p, states()[0])
 	got, err := namespaces.ReadSysctl(nsName(path), "net.ipv4.conf.all.route_localnet")
 	if err != nil || got != "1" {
@@ -271,7 +274,7 @@ func TestUDPConntrackCleanup(t *testing.T) {
 			dns := func(ip string) []proxy.ServicePort {
 				return []proxy.ServicePort{port("kube-system", "kube-dns", "dns", corev1.ProtocolUDP, "10.96.0.10", 53, ep(ip, 5353, "node-1"))}
 			}
-			p := newProxier(t, path, v137, proxy.Options{NoConntrackCleanup: !cleanup})
+			p := newProxier(t, path, v137, proxy.Config{NoConntrackCleanup: !cleanup})
 			syncOK(t, p, dns("10.244.1.2"))
 
 			client := udpClient(t, path, "10.244.1.100:40000", "10.96.0.10:53")

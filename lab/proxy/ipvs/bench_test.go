@@ -45,13 +45,13 @@ func BenchmarkSync(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			t := target(node1)
 			t.NetNS, t.RunDir = newNodeNS(b), b.TempDir()
-			p, err := New(t, proxy.Options{})
+			p, err := New(t)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer p.Close()
 			ports := clusterIPServices(n)
-			if err := p.Sync(context.Background(), ports); err != nil {
+			if err := p.Sync(context.Background(), proxy.StateOf(ports)); err != nil {
 				b.Fatal(err)
 			}
 			cold := p.LastSync()
@@ -59,7 +59,7 @@ func BenchmarkSync(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {
 				ports[0].Endpoints = full[:1+i%2]
-				if err := p.Sync(context.Background(), ports); err != nil {
+				if err := p.Sync(context.Background(), proxy.StateOf(ports)); err != nil {
 					b.Fatal(err)
 				}
 			}

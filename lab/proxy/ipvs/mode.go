@@ -14,35 +14,52 @@ import (
 	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
-func init() {
-	proxy.Register(proxy.Mode{
-		Name:      "ipvs",
-		Summary:   "kube-proxy's IPVS mode: a virtual server per ClusterIP and NodePort address, kube-ipvs0, ipsets and a few iptables rules",
-		New:       proxy.Constructor(New),
-		Render:    Render,
-		Available: Available,
-	})
+// mode is the IPVS mode as registered.
+var mode = proxy.Mode{
+	Name:      "ipvs",
+	Summary:   "kube-proxy's IPVS mode: a virtual server per ClusterIP and NodePort address, kube-ipvs0, ipsets and a few iptables rules",
+	Dataplane: proxy.Dataplane{Model: proxy.ModelIPVS, Selection: proxy.SharedPerVirtualServer},
+	Section:   proxy.SectionIPVS,
+	// It changes virtual servers one netlink call at a time and writes its few
+	// iptables rules with one iptables-restore.
+	Methods:   []string{MethodNetlink},
+	Available: Available,
+	Diagnostics: func(c proxy.Config) [][]string {
+		return [][]string{{xtables.SaveProgram(c.Backend)}, {"conntrack", "-L"}, {"ipvsadm", "-Ln"}, {"ipset", "list"}}
+	},
 }
 
-// validate reads the options this mode knows and rejects the others.
-func validate(t proxy.Target, o proxy.Options) (xtables.Backend, error) {
-	be, err := xtables.BackendFor(o.Backend)
+// MethodNetlink is how the mode writes: incremental netlink calls.
+const MethodNetlink = "netlink"
+
+func init() {
+	// New and Render read mode (its methods), so they join it here.
+	mode.New, mode.Render = proxy.Constructor(New), Render
+	proxy.Register(mode)
+}
+
+// validate reads the settings this mode knows.
+func validate(t proxy.Target) (xtables.Backend, error) {
+	be, err := xtables.BackendFor(t.Config.Backend)
 	if err != nil {
 		return xtables.Backend{}, err
 	}
-	if o.Apply != "" {
-		return xtables.Backend{}, fmt.Errorf("ipvs mode has no apply method (got %q): it changes virtual servers one netlink call at a time and writes its few iptables rules with one iptables-restore", o.Apply)
+	if err := mode.CheckMethod(t.Config.Method); err != nil {
+		return xtables.Backend{}, err
 	}
-	if o.Scheduler != "" && !schedulers[o.Scheduler] {
+	if s := t.Config.KubeProxy.IPVS.Scheduler; s != "" && !schedulers[s] {
 		names := make([]string, 0, len(schedulers))
 		for s := range schedulers {
 			names = append(names, s)
 		}
 		sort.Strings(names)
-		return xtables.Backend{}, fmt.Errorf("IPVS scheduler %q: want one of %s", o.Scheduler, strings.Join(names, ", "))
+		return xtables.Backend{}, fmt.Errorf("ipvs.scheduler %q: want one of %s", s, strings.Join(names, ", "))
 	}
-	if v := t.Cluster.Version; v != (proxy.Version{}) && v != proxy.DefaultVersion {
+	if v := t.Config.Version; v != (proxy.Version{}) && v != proxy.DefaultVersion {
 		return xtables.Backend{}, fmt.Errorf("ipvs mode reproduces kube-proxy %s only (asked for %s)", proxy.DefaultVersion, v)
+	}
+	if err := t.Config.Validate(); err != nil {
+		return xtables.Backend{}, err
 	}
 	return be, nil
 }
@@ -52,11 +69,12 @@ func validate(t proxy.Target, o proxy.Options) (xtables.Backend, error) {
 // `ipset save` shows them, and the iptables calls and iptables-restore input. The
 // NodePort virtual servers listen on the node address and on its cni0 address (the
 // first address of its podCIDR), the local addresses a lab node has.
-func Render(t proxy.Target, o proxy.Options, ports []proxy.ServicePort) (string, error) {
-	if _, err := validate(t, o); err != nil {
+func Render(t proxy.Target, s *proxy.State) (string, error) {
+	ports := s.Ports
+	if _, err := validate(t); err != nil {
 		return "", err
 	}
-	c := ConfigFor(t, o)
+	c := ConfigFor(t)
 	addrs := []netip.Addr{t.Node.IP}
 	if t.Node.PodCIDR.IsValid() {
 		addrs = append(addrs, t.Node.PodCIDR.Masked().Addr().Next())
@@ -92,10 +110,5 @@ func Available() error {
 	if _, _, err := netlink.IpsetProtocol(); err != nil {
 		return fmt.Errorf("this kernel has IPVS but no ipset (CONFIG_IP_SET): %w", err)
 	}
-	for _, name := range []string{"nft", "legacy"} {
-		if err := xtables.Backends[name].Check(); err != nil {
-			return err
-		}
-	}
-	return nil
+	return xtables.CheckAll()
 }

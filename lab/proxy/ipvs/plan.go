@@ -47,13 +47,13 @@ type Config struct {
 	Scheduler     string
 }
 
-// ConfigFor is the Config of the node t describes, with options o.
-func ConfigFor(t proxy.Target, o proxy.Options) Config {
-	s := o.Scheduler
+// ConfigFor is the Config of the node t describes.
+func ConfigFor(t proxy.Target) Config {
+	s := t.Config.KubeProxy.IPVS.Scheduler
 	if s == "" {
 		s = defaultScheduler
 	}
-	return Config{Node: t.Node, ClusterCIDR: t.Cluster.ClusterCIDR, MasqueradeAll: t.Cluster.MasqueradeAll, Scheduler: s}
+	return Config{Node: t.Node, ClusterCIDR: t.Config.ClusterCIDR(), MasqueradeAll: t.Config.MasqueradeAll(), Scheduler: s}
 }
 
 // RealServer is one destination of a virtual server.

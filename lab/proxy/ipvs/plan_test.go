@@ -32,12 +32,19 @@ func port(name string, proto corev1.Protocol, clusterIP string, p int, eps ...pr
 	return proxytest.Port("default", name, "", proto, clusterIP, p, eps...)
 }
 
-func plan(t *testing.T, n proxy.Node, o proxy.Options, addrs []netip.Addr, ports ...proxy.ServicePort) *Plan {
+// withScheduler is node n's target with the IPVS scheduler set.
+func withScheduler(n proxy.Node, scheduler string) proxy.Target {
+	tg := target(n)
+	tg.Config.KubeProxy.IPVS.Scheduler = scheduler
+	return tg
+}
+
+func plan(t *testing.T, tg proxy.Target, addrs []netip.Addr, ports ...proxy.ServicePort) *Plan {
 	t.Helper()
-	if _, err := validate(target(n), o); err != nil {
+	if _, err := validate(tg); err != nil {
 		t.Fatal(err)
 	}
-	return NewPlan(ConfigFor(target(n), o), ports, addrs)
+	return NewPlan(ConfigFor(tg), ports, addrs)
 }
 
 func find(p *Plan, key string) *VirtualServer {
@@ -98,7 +105,7 @@ func TestTrafficPolicies(t *testing.T) {
 		// No endpoint: a virtual server without real servers.
 		{node1, node1Addrs, "10.96.0.70:80/TCP", ""},
 	} {
-		p := plan(t, tc.node, proxy.Options{}, tc.addrs, ports...)
+		p := plan(t, target(tc.node), tc.addrs, ports...)
 		if got := realServerList(find(p, tc.vs)); got != tc.want {
 			t.Errorf("%s on %s: real servers %q, want %q", tc.vs, tc.node.Name, got, tc.want)
 		}
@@ -111,7 +118,7 @@ func TestSetsAndBinds(t *testing.T) {
 	notReady := ep("10.244.1.3", 53, "node-1")
 	notReady.Ready, notReady.Serving = false, false
 	dns.Endpoints = append(dns.Endpoints, notReady)
-	p := plan(t, node1, proxy.Options{}, node1Addrs, web(), dns)
+	p := plan(t, target(node1), node1Addrs, web(), dns)
 	want := map[string]string{
 		setLoopBack:            "10.244.1.10,tcp:8080,10.244.1.10 10.244.1.2,udp:53,10.244.1.2 10.244.1.3,udp:53,10.244.1.3",
 		setClusterIP:           "10.96.0.10,udp:53 10.96.123.45,tcp:80",
@@ -148,30 +155,32 @@ func TestSetsAndBinds(t *testing.T) {
 func TestSchedulerAndAffinity(t *testing.T) {
 	sticky := web()
 	sticky.AffinitySeconds = 600
-	p := plan(t, node1, proxy.Options{Scheduler: "mh"}, node1Addrs, sticky)
+	p := plan(t, withScheduler(node1, "mh"), node1Addrs, sticky)
 	for _, v := range p.VirtualServers {
 		if v.Scheduler != "mh" || v.Flags != FlagPersistent|FlagSourceHash || v.Timeout != 600 {
 			t.Errorf("%s: %s flags %#x timeout %d", v.Key(), v.Scheduler, v.Flags, v.Timeout)
 		}
 	}
-	p = plan(t, node1, proxy.Options{}, node1Addrs, web())
+	p = plan(t, target(node1), node1Addrs, web())
 	if v := p.VirtualServers[0]; v.Scheduler != "rr" || v.Flags != 0 {
 		t.Errorf("default: %s flags %#x", v.Scheduler, v.Flags)
 	}
-	for _, o := range []proxy.Options{{Scheduler: "lblc"}, {Scheduler: "random"}, {Apply: "full"}, {Backend: "bpf"}} {
-		if _, err := validate(target(node1), o); err == nil {
-			t.Errorf("%+v accepted", o)
+	fullMethod, bpf := target(node1), target(node1)
+	fullMethod.Config.Method, bpf.Config.Backend = "full", "bpf"
+	for _, tg := range []proxy.Target{withScheduler(node1, "lblc"), withScheduler(node1, "random"), fullMethod, bpf} {
+		if _, err := validate(tg); err == nil {
+			t.Errorf("%+v accepted", tg.Config)
 		}
 	}
 	old := target(node1)
-	old.Cluster.Version = proxy.Version{Major: 1, Minor: 18}
-	if _, err := validate(old, proxy.Options{}); err == nil {
+	old.Config.Version = proxy.Version{Major: 1, Minor: 18}
+	if _, err := validate(old); err == nil {
 		t.Error("kube-proxy 1.18 accepted; only 1.37's IPVS mode is reproduced")
 	}
 }
 
 func TestRestoreRules(t *testing.T) {
-	c := ConfigFor(target(node1), proxy.Options{})
+	c := ConfigFor(target(node1))
 	local := web()
 	local.ExternalLocal = true
 	p := NewPlan(c, []proxy.ServicePort{local}, node1Addrs)
@@ -205,7 +214,7 @@ func TestRestoreRules(t *testing.T) {
 // ipvsadm part was checked against `ipvsadm -Ln --sort` in the VM by the IPVS
 // specs, which compare the two for every lab they build.
 func TestRenderGolden(t *testing.T) {
-	got, err := Render(target(node1), proxy.Options{}, []proxy.ServicePort{web()})
+	got, err := Render(target(node1), proxy.StateOf([]proxy.ServicePort{web()}))
 	if err != nil {
 		t.Fatal(err)
 	}

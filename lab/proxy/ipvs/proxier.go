@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strconv"
@@ -70,8 +71,8 @@ type Proxier struct {
 
 // New makes a proxier for the node whose network namespace is t.NetNS and sets the
 // sysctls kube-proxy sets there. Virtual servers and rules are written by Sync.
-func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
-	be, err := validate(t, o)
+func New(t proxy.Target) (*Proxier, error) {
+	be, err := validate(t)
 	if err != nil {
 		return nil, err
 	}
@@ -79,13 +80,13 @@ func New(t proxy.Target, o proxy.Options) (*Proxier, error) {
 		return nil, err
 	}
 	p := &Proxier{
-		target: t, cfg: ConfigFor(t, o), noCT: o.NoConntrackCleanup,
+		target: t, cfg: ConfigFor(t), noCT: t.Config.NoConntrackCleanup,
 		run: xtables.NewRunner(be, t.RunDir), k: &kernel{}, draining: drainList{}, initial: true,
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if err := p.open(); err != nil {
 		p.closeHandles()
-		return nil, fmt.Errorf("node %s: %w", t.Node.Name, err)
+		return nil, err
 	}
 	go p.drainLoop()
 	return p, nil
@@ -212,18 +213,30 @@ func (p *Proxier) LastSync() SyncStats {
 	return p.stats
 }
 
+// Stats is LastSync for benchmarks that read every mode alike.
+func (p *Proxier) Stats() proxy.SyncStats {
+	s := p.LastSync()
+	return proxy.SyncStats{
+		Total: s.Total,
+		Parts: []proxy.Part{{Name: "iptables", D: s.IPTables}, {Name: "ipvs", D: s.IPVS}, {Name: "ipsets", D: s.IPSets}, {Name: "conntrack", D: s.Conntrack}},
+		Counts: []proxy.Count{{Name: "virtual_servers", N: s.VirtualServers}, {Name: "real_servers", N: s.RealServers},
+			{Name: "set_entries", N: s.SetEntries}, {Name: "netlink_calls", N: s.NetlinkCalls}, {Name: "commands", N: s.Commands}},
+	}
+}
+
 // Sync makes the node's IPVS table, kube-ipvs0, ipsets and iptables rules match
 // ports, in kube-proxy's order, changing only what differs from what the kernel
 // holds: every virtual server is read back and compared, real servers are added,
 // drained or deleted one netlink call at a time.
-func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
+func (p *Proxier) Sync(ctx context.Context, s *proxy.State) error {
+	ports := s.Ports
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if p.node == nil {
-		return fmt.Errorf("node %s: the proxier is closed", p.target.Node.Name)
+		return errors.New("ipvs proxier: closed")
 	}
 	start := time.Now()
 	p.stats = SyncStats{}
@@ -234,7 +247,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 	p.stats.Commands = p.run.Commands
 	if err != nil {
 		p.stats.Total = time.Since(start)
-		return fmt.Errorf("node %s: ipvs sync: %w", p.target.Node.Name, err)
+		return fmt.Errorf("ipvs sync: %w", err)
 	}
 	prev := p.lastPorts
 	p.lastPorts, p.initial = proxy.ClonePorts(ports), false
@@ -244,7 +257,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 		p.stats.Conntrack, p.stats.ConntrackDeleted = time.Since(t), n
 		if err != nil {
 			p.stats.Total = time.Since(start)
-			return fmt.Errorf("node %s: %w", p.target.Node.Name, err)
+			return err
 		}
 	}
 	p.stats.Total = time.Since(start)
@@ -252,7 +265,7 @@ func (p *Proxier) Sync(ctx context.Context, ports []proxy.ServicePort) error {
 	// reports what it could not delete.
 	if err := p.drainErr; err != nil {
 		p.drainErr = nil
-		return fmt.Errorf("node %s: %w", p.target.Node.Name, err)
+		return err
 	}
 	return nil
 }

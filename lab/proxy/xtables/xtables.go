@@ -13,6 +13,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+
+	"github.com/svclab/svclab/lab/proxy"
 )
 
 // MasqueradeMark is the mark KUBE-MARK-MASQ sets in both modes: kube-proxy's
@@ -42,6 +44,40 @@ func BackendFor(name string) (Backend, error) {
 		return Backend{}, fmt.Errorf("iptables backend %q: want nft or legacy", name)
 	}
 	return b, nil
+}
+
+// backendOrder lists the backends, the default first.
+var backendOrder = []string{"nft", "legacy"}
+
+// Variants are the backends as variants of a mode that writes with them, the
+// default first.
+func Variants() []proxy.Variant {
+	vs := make([]proxy.Variant, len(backendOrder))
+	for i, name := range backendOrder {
+		vs[i] = proxy.Variant{Name: name, Backend: name}
+	}
+	return vs
+}
+
+// CheckAll tells whether the programs of every backend are installed.
+func CheckAll() error {
+	for _, name := range backendOrder {
+		if err := Backends[name].Check(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SaveProgram is the iptables-save of the backend called name ("" is nft), so
+// that a dump shows the rules a lab installed and not the other backend's empty
+// tables.
+func SaveProgram(name string) string {
+	b, err := BackendFor(name)
+	if err != nil {
+		return Backends[backendOrder[0]].Save
+	}
+	return b.Save
 }
 
 // Check tells whether every program of the backend is installed.
