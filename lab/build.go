@@ -7,7 +7,6 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/svclab/svclab/lab/namespaces"
@@ -98,55 +97,40 @@ func indexes(n int) []int {
 	return ix
 }
 
-// handle is a netlink handle bound to one lab namespace, usable from any goroutine,
-// with the namespace's file descriptor for creating links directly inside it.
-type handle struct {
-	*netlink.Handle
-	name string
-	ns   netns.NsHandle
-}
+// handle is a lab namespace held open, with the link-building steps a lab needs.
+type handle struct{ *namespaces.NS }
 
 func openHandle(name string) (*handle, error) {
-	ns, err := netns.GetFromPath(namespaces.Path(name))
+	ns, err := namespaces.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("netns %s: %w", name, err)
+		return nil, err
 	}
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		ns.Close()
-		return nil, fmt.Errorf("netns %s: netlink: %w", name, err)
-	}
-	return &handle{Handle: h, name: name, ns: ns}, nil
-}
-
-func (h *handle) Close() {
-	h.Handle.Close()
-	h.ns.Close()
+	return &handle{ns}, nil
 }
 
 func (h *handle) linkUp(name string) (netlink.Link, error) {
-	link, err := h.LinkByName(name)
+	link, err := h.Netlink.LinkByName(name)
 	if err != nil {
-		return nil, fmt.Errorf("netns %s: link %s: %w", h.name, name, err)
+		return nil, fmt.Errorf("netns %s: link %s: %w", h.Name, name, err)
 	}
-	if err := h.LinkSetUp(link); err != nil {
-		return nil, fmt.Errorf("netns %s: set %s up: %w", h.name, name, err)
+	if err := h.Netlink.LinkSetUp(link); err != nil {
+		return nil, fmt.Errorf("netns %s: set %s up: %w", h.Name, name, err)
 	}
 	return link, nil
 }
 
 func (h *handle) addAddr(link netlink.Link, addr netip.Prefix) error {
 	a := &netlink.Addr{IPNet: ipNet(addr)}
-	if err := h.AddrAdd(link, a); err != nil {
-		return fmt.Errorf("netns %s: add %s to %s: %w", h.name, addr, link.Attrs().Name, err)
+	if err := h.Netlink.AddrAdd(link, a); err != nil {
+		return fmt.Errorf("netns %s: add %s to %s: %w", h.Name, addr, link.Attrs().Name, err)
 	}
 	return nil
 }
 
 func (h *handle) addBridge(name string) (netlink.Link, error) {
 	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}
-	if err := h.LinkAdd(br); err != nil {
-		return nil, fmt.Errorf("netns %s: add bridge %s: %w", h.name, name, err)
+	if err := h.Netlink.LinkAdd(br); err != nil {
+		return nil, fmt.Errorf("netns %s: add bridge %s: %w", h.Name, name, err)
 	}
 	return h.linkUp(name)
 }
@@ -158,10 +142,10 @@ func (h *handle) addVeth(local string, master netlink.Link, peer *handle, peerNa
 	v := &netlink.Veth{
 		LinkAttrs:     netlink.LinkAttrs{Name: local, MasterIndex: master.Attrs().Index},
 		PeerName:      peerName,
-		PeerNamespace: netlink.NsFd(peer.ns),
+		PeerNamespace: netlink.NsFd(peer.File),
 	}
-	if err := h.LinkAdd(v); err != nil {
-		return fmt.Errorf("netns %s: add veth %s (peer %s in %s): %w", h.name, local, peerName, peer.name, err)
+	if err := h.Netlink.LinkAdd(v); err != nil {
+		return fmt.Errorf("netns %s: add veth %s (peer %s in %s): %w", h.Name, local, peerName, peer.Name, err)
 	}
 	_, err := h.linkUp(local)
 	return err
@@ -172,7 +156,7 @@ func ipNet(p netip.Prefix) *net.IPNet {
 }
 
 func (l *Lab) buildFabric(fabric *handle) error {
-	if err := namespaces.Sysctl(fabric.name, fabricSysctls); err != nil {
+	if err := namespaces.Sysctl(fabric.Name, fabricSysctls); err != nil {
 		return err
 	}
 	if _, err := fabric.linkUp("lo"); err != nil {
@@ -193,7 +177,7 @@ func (l *Lab) buildNode(fabric *handle, i int) error {
 		return err
 	}
 	defer h.Close()
-	if err := namespaces.Sysctl(h.name, nodeSysctls); err != nil {
+	if err := namespaces.Sysctl(h.Name, nodeSysctls); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	if err := l.plugIntoFabric(fabric, h, KindNode, i, netip.PrefixFrom(n.IP, t.NodeCIDR.Bits())); err != nil {
@@ -206,7 +190,7 @@ func (l *Lab) buildNode(fabric *handle, i int) error {
 	if err := h.addAddr(cni, netip.PrefixFrom(n.Gateway(), n.PodCIDR.Bits())); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	eth, err := h.LinkByName(eth0)
+	eth, err := h.Netlink.LinkByName(eth0)
 	if err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
@@ -215,7 +199,7 @@ func (l *Lab) buildNode(fabric *handle, i int) error {
 			continue
 		}
 		r := &netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipNet(other.PodCIDR), Gw: other.IP.AsSlice()}
-		if err := h.RouteAdd(r); err != nil {
+		if err := h.Netlink.RouteAdd(r); err != nil {
 			return fmt.Errorf("node %s: route %s via %s: %w", n.Name, other.PodCIDR, other.IP, err)
 		}
 	}
@@ -223,7 +207,7 @@ func (l *Lab) buildNode(fabric *handle, i int) error {
 	// rewrites them; the lab has no router, so the service CIDR is routed onto the
 	// node network instead. Packets no rule translates are never answered there.
 	svc := &netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipNet(t.ServiceCIDR), Scope: netlink.SCOPE_LINK}
-	if err := h.RouteAdd(svc); err != nil {
+	if err := h.Netlink.RouteAdd(svc); err != nil {
 		return fmt.Errorf("node %s: route %s: %w", n.Name, t.ServiceCIDR, err)
 	}
 	return nil
@@ -236,7 +220,7 @@ func (l *Lab) buildClient(fabric *handle, i int) error {
 		return err
 	}
 	defer h.Close()
-	if err := namespaces.Sysctl(h.name, noIPv6); err != nil {
+	if err := namespaces.Sysctl(h.Name, noIPv6); err != nil {
 		return fmt.Errorf("client %s: %w", c.Name, err)
 	}
 	if err := l.plugIntoFabric(fabric, h, KindClient, i, netip.PrefixFrom(c.IP, l.topo.NodeCIDR.Bits())); err != nil {
@@ -248,7 +232,7 @@ func (l *Lab) buildClient(fabric *handle, i int) error {
 // plugIntoFabric connects a node or client to the node network: eth0 inside it, the
 // other end on the fabric bridge.
 func (l *Lab) plugIntoFabric(fabric, member *handle, kind string, index int, addr netip.Prefix) error {
-	br, err := fabric.LinkByName(fabricBridge)
+	br, err := fabric.Netlink.LinkByName(fabricBridge)
 	if err != nil {
 		return fmt.Errorf("fabric: %w", err)
 	}
@@ -300,10 +284,10 @@ func (l *Lab) buildPod(node *handle, p topology.Pod) error {
 		return err
 	}
 	defer h.Close()
-	if err := namespaces.Sysctl(h.name, noIPv6); err != nil {
+	if err := namespaces.Sysctl(h.Name, noIPv6); err != nil {
 		return fmt.Errorf("pod %s: %w", p.Key(), err)
 	}
-	cni, err := node.LinkByName(podBridge)
+	cni, err := node.Netlink.LinkByName(podBridge)
 	if err != nil {
 		return fmt.Errorf("pod %s: node %s: %w", p.Key(), p.Node, err)
 	}
@@ -311,11 +295,11 @@ func (l *Lab) buildPod(node *handle, p topology.Pod) error {
 	if err := node.addVeth(host, cni, h, eth0); err != nil {
 		return fmt.Errorf("pod %s: %w", p.Key(), err)
 	}
-	hostLink, err := node.LinkByName(host)
+	hostLink, err := node.Netlink.LinkByName(host)
 	if err != nil {
 		return fmt.Errorf("pod %s: %w", p.Key(), err)
 	}
-	if err := node.LinkSetHairpin(hostLink, true); err != nil {
+	if err := node.Netlink.LinkSetHairpin(hostLink, true); err != nil {
 		return fmt.Errorf("pod %s: hairpin on %s: %w", p.Key(), host, err)
 	}
 	if _, err := h.linkUp("lo"); err != nil {
@@ -329,7 +313,7 @@ func (l *Lab) buildPod(node *handle, p topology.Pod) error {
 		return err
 	}
 	def := &netlink.Route{LinkIndex: eth.Attrs().Index, Gw: n.Gateway().AsSlice()}
-	if err := h.RouteAdd(def); err != nil {
+	if err := h.Netlink.RouteAdd(def); err != nil {
 		return fmt.Errorf("pod %s: default route via %s: %w", p.Key(), n.Gateway(), err)
 	}
 	return nil

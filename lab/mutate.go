@@ -186,8 +186,8 @@ func (l *Lab) removePodNetwork(pod topology.Pod, graceful bool) error {
 	// Deleting the node end removes both ends at once: the pod is off the network
 	// even while this process still holds its sockets.
 	if h, err := openHandle(node.NetNS); err == nil {
-		if link, err := h.LinkByName(podVeth(pod.Key(), l.RunID)); err == nil {
-			errs = append(errs, h.LinkDel(link))
+		if link, err := h.Netlink.LinkByName(podVeth(pod.Key(), l.RunID)); err == nil {
+			errs = append(errs, h.Netlink.LinkDel(link))
 		}
 		h.Close()
 	}

@@ -8,7 +8,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/svclab/svclab/lab"
@@ -53,12 +52,10 @@ services:
 
 // conntrackEntries reads a lab member's conntrack table over netlink.
 func conntrackEntries(l *lab.Lab, member string) []*netlink.ConntrackFlow {
-	h, err := netns.GetFromPath(namespaces.Path(netnsOf(l, member)))
+	ns, err := namespaces.Open(netnsOf(l, member))
 	Expect(err).NotTo(HaveOccurred())
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	Expect(err).NotTo(HaveOccurred())
-	defer nl.Close()
+	defer ns.Close()
+	nl := ns.Netlink
 	flows, err := nl.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
 	Expect(err).NotTo(HaveOccurred())
 	return flows
@@ -223,12 +220,10 @@ var _ = Describe("Conntrack", func() {
 // deleteConntrack deletes a member's conntrack entries whose replies come from ip,
 // as kube-proxy does for a removed UDP endpoint, and returns how many went.
 func deleteConntrack(l *lab.Lab, member string, proto uint8, ip netip.Addr) uint {
-	h, err := netns.GetFromPath(namespaces.Path(netnsOf(l, member)))
+	ns, err := namespaces.Open(netnsOf(l, member))
 	Expect(err).NotTo(HaveOccurred())
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	Expect(err).NotTo(HaveOccurred())
-	defer nl.Close()
+	defer ns.Close()
+	nl := ns.Netlink
 	f := &netlink.ConntrackFilter{}
 	Expect(f.AddProtocol(proto)).To(Succeed())
 	Expect(f.AddIP(netlink.ConntrackReplySrcIP, net.IP(ip.AsSlice()))).To(Succeed())

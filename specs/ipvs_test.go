@@ -11,7 +11,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
@@ -251,12 +250,10 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 			})
 
 			It("binds every ClusterIP to kube-ipvs0, a dummy link left down", func() {
-				h, err := netns.GetFromPath(namespaces.Path(netnsOf(l, "node-1")))
+				ns, err := namespaces.Open(netnsOf(l, "node-1"))
 				Expect(err).NotTo(HaveOccurred())
-				defer h.Close()
-				nl, err := netlink.NewHandleAt(h)
-				Expect(err).NotTo(HaveOccurred())
-				defer nl.Close()
+				defer ns.Close()
+				nl := ns.Netlink
 				link, err := nl.LinkByName("kube-ipvs0")
 				Expect(err).NotTo(HaveOccurred())
 				Expect(link.Type()).To(Equal("dummy"))

@@ -5,14 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/vishvananda/netns"
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
@@ -137,20 +135,11 @@ func newExecCommand() *cobra.Command {
 	}
 }
 
-// execIn replaces this process with argv running in the namespace: the calling
-// thread enters it and execve keeps that thread's namespace.
+// execIn replaces this process with argv running in the namespace.
 func execIn(ns string, argv []string) error {
-	path, err := exec.LookPath(argv[0])
-	if err != nil {
+	err := namespaces.Exec(ns, argv, os.Environ())
+	if errors.Is(err, exec.ErrNotFound) {
 		return usage(err)
 	}
-	runtime.LockOSThread()
-	h, err := netns.GetFromPath(namespaces.Path(ns))
-	if err != nil {
-		return fmt.Errorf("netns %s: %w", ns, err)
-	}
-	if err := netns.Set(h); err != nil {
-		return fmt.Errorf("netns %s: enter: %w", ns, err)
-	}
-	return syscall.Exec(path, argv, os.Environ())
+	return err
 }

@@ -15,9 +15,11 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"syscall"
 
 	cnins "github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Dir is where named network namespaces live (iproute2's NETNS_RUN_DIR).
@@ -30,6 +32,9 @@ func Path(name string) string { return filepath.Join(Dir, name) }
 // moved: the work happens on a locked thread of its own, which is thrown away if it
 // cannot be switched back (the CNI plugins' rule for namespace-switching threads).
 func Create(name string) error {
+	if err := shareDir(); err != nil {
+		return fmt.Errorf("netns %s: %w", name, err)
+	}
 	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
@@ -58,6 +63,29 @@ func Create(name string) error {
 		errc <- nil
 	}()
 	return <-errc
+}
+
+// shareDir makes Dir a mount point of its own with shared propagation, as
+// iproute2's `ip netns add` does before its first namespace (mount --make-rshared,
+// after a recursive bind of Dir onto itself when Dir is no mount point yet).
+// Doing it first, the same way, matters: a non-recursive bind of Dir made by
+// another tool after svclab's namespaces would hide their mounts under it, and
+// they could no longer be unmounted by name.
+func shareDir() error {
+	if err := os.MkdirAll(Dir, 0o755); err != nil {
+		return err
+	}
+	err := unix.Mount("", Dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if errors.Is(err, unix.EINVAL) {
+		if err := unix.Mount(Dir, Dir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s onto itself: %w", Dir, err)
+		}
+		err = unix.Mount("", Dir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	}
+	if err != nil {
+		return fmt.Errorf("make %s shared: %w", Dir, err)
+	}
+	return nil
 }
 
 // Delete removes the named namespace. The kernel frees the namespace, and every
@@ -101,9 +129,7 @@ func List(prefix string) ([]string, error) {
 	return names, nil
 }
 
-// Do runs fn on a thread switched into the named namespace. Sockets opened in fn stay
-// in that namespace and may be used from any goroutine afterwards; goroutines started
-// in fn do not inherit the namespace. A process started in fn does.
+// Do is NS.Do for the named namespace, without opening a netlink handle.
 func Do(name string, fn func() error) error {
 	err := cnins.WithNetNSPath(Path(name), func(cnins.NetNS) error { return fn() })
 	if err != nil {
@@ -164,20 +190,43 @@ func writeSysctl(key, value string) error {
 
 func sysctlPath(key string) string { return "/proc/sys/" + strings.ReplaceAll(key, ".", "/") }
 
-// Output runs a program inside the named namespace and returns its standard output;
-// on failure the error carries its standard error.
+// Output is NS.Output for the named namespace.
 func Output(name string, argv ...string) ([]byte, error) {
 	var out []byte
-	err := Do(name, func() error {
-		cmd := exec.Command(argv[0], argv[1:]...)
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		var err error
-		out, err = cmd.Output()
-		if err != nil {
-			return fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, bytes.TrimSpace(stderr.Bytes()))
-		}
-		return nil
+	err := Do(name, func() (err error) {
+		out, err = outputHere(argv)
+		return err
 	})
 	return out, err
+}
+
+// outputHere runs a program in the calling thread's namespace.
+func outputHere(argv []string) ([]byte, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %s", strings.Join(argv, " "), err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	return out, nil
+}
+
+// Exec replaces this process with argv running inside the named namespace: the
+// calling thread enters it, and execve keeps that thread's namespace. It returns
+// only on failure.
+func Exec(name string, argv, env []string) error {
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return err
+	}
+	runtime.LockOSThread()
+	h, err := netns.GetFromPath(Path(name))
+	if err != nil {
+		return fmt.Errorf("netns %s: %w", name, err)
+	}
+	if err := netns.Set(h); err != nil {
+		return fmt.Errorf("netns %s: enter: %w", name, err)
+	}
+	return syscall.Exec(path, argv, env)
 }

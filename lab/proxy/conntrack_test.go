@@ -112,7 +112,8 @@ func TestConntrackCleanupNeeded(t *testing.T) {
 // (datagrams through DNAT rules, as kube-proxy's would send them) and checks that
 // the cleanup deletes exactly the stale ones.
 func TestCleanStaleUDPConntrack(t *testing.T) {
-	ns, h := nstest.New(t, "programs conntrack")
+	nsh := nstest.New(t, "programs conntrack")
+	ns, h := nsh.Name, nsh.Netlink
 	lo, err := h.LinkByName("lo")
 	if err != nil {
 		t.Fatal(err)

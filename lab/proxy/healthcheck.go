@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	cnins "github.com/containernetworking/plugins/pkg/ns"
+	"github.com/svclab/svclab/lab/namespaces"
 )
 
 // HealthzPort is kube-proxy's default --healthz-bind-address port.
@@ -26,7 +26,7 @@ const HealthzPort = 10256
 // are opened inside the node's network namespace and served from ordinary
 // goroutines.
 type HealthServer struct {
-	ns   cnins.NetNS
+	ns   *namespaces.NS
 	node string
 
 	mu          sync.RWMutex
@@ -47,7 +47,7 @@ type serviceHealth struct {
 // at netnsPath, the namespace of the node called node. Service health checks follow
 // with Update.
 func NewHealthServer(netnsPath, node string) (*HealthServer, error) {
-	ns, err := cnins.GetNS(netnsPath)
+	ns, err := namespaces.OpenPath(netnsPath)
 	if err != nil {
 		return nil, fmt.Errorf("health server of node %s: %w", node, err)
 	}
@@ -70,7 +70,7 @@ func NewHealthServer(netnsPath, node string) (*HealthServer, error) {
 // whatever goroutine serves it.
 func (h *HealthServer) listen(port int) (net.Listener, error) {
 	var l net.Listener
-	err := h.ns.Do(func(cnins.NetNS) error {
+	err := h.ns.Do(func() error {
 		var err error
 		l, err = net.Listen("tcp4", net.JoinHostPort("0.0.0.0", strconv.Itoa(port)))
 		return err

@@ -39,7 +39,7 @@ func get(t *testing.T, c *http.Client, url string) (*http.Response, string) {
 }
 
 func TestHealthServer(t *testing.T) {
-	ns, _ := nstest.New(t, "serves health checks")
+	ns := nstest.New(t, "serves health checks").Name
 	hs, err := NewHealthServer(namespaces.Path(ns), "node-1")
 	if err != nil {
 		t.Fatal(err)

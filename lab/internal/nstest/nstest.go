@@ -8,18 +8,15 @@ import (
 	"os"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
-
 	"github.com/svclab/svclab/lab/namespaces"
 )
 
 // New creates a network namespace ("svclab-t-" and a random suffix, so `svclab
-// clean` knows it) with lo up, deleted when the test ends, pass or fail. It
-// returns the namespace's name and a netlink handle bound to it, closed at the
-// end too. Without root the test fails, saying that it does what (e.g. "programs
-// iptables") and needs root: it never skips.
-func New(tb testing.TB, does string) (string, *netlink.Handle) {
+// clean` knows it) with lo up, deleted when the test ends, pass or fail, and
+// returns it held open (closed at the end too). Without root the test fails,
+// saying that it does what (e.g. "programs iptables") and needs root: it never
+// skips.
+func New(tb testing.TB, does string) *namespaces.NS {
 	tb.Helper()
 	if os.Geteuid() != 0 {
 		tb.Fatalf("this test %s in a network namespace of its own and must run as root", does)
@@ -33,22 +30,17 @@ func New(tb testing.TB, does string) (string, *netlink.Handle) {
 			tb.Errorf("delete namespace %s: %v", name, err)
 		}
 	})
-	nsh, err := netns.GetFromPath(namespaces.Path(name))
+	ns, err := namespaces.Open(name)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { nsh.Close() })
-	h, err := netlink.NewHandleAt(nsh)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(h.Close)
-	lo, err := h.LinkByName("lo")
+	tb.Cleanup(func() { ns.Close() })
+	lo, err := ns.Netlink.LinkByName("lo")
 	if err == nil {
-		err = h.LinkSetUp(lo)
+		err = ns.Netlink.LinkSetUp(lo)
 	}
 	if err != nil {
 		tb.Fatalf("namespace %s: lo up: %v", name, err)
 	}
-	return name, h
+	return ns
 }

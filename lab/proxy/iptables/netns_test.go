@@ -15,7 +15,7 @@ import (
 // its path.
 func newNodeNS(t testing.TB) string {
 	t.Helper()
-	name, _ := nstest.New(t, "programs iptables")
+	name := nstest.New(t, "programs iptables").Name
 	return namespaces.Path(name)
 }
 

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	cnins "github.com/containernetworking/plugins/pkg/ns"
 	goiptables "github.com/coreos/go-iptables/iptables"
 
 	"github.com/svclab/svclab/lab/namespaces"
@@ -87,7 +86,7 @@ type Proxier struct {
 	cfg    Config
 	be     xtables.Backend
 
-	node *proxy.NodeNS
+	node *namespaces.NS
 	acct *nfacct
 	run  *xtables.Runner
 	ipt  *goiptables.IPTables
@@ -146,12 +145,12 @@ func New(t proxy.Target) (*Proxier, error) {
 
 func (p *Proxier) open() error {
 	var err error
-	if p.node, err = proxy.OpenNodeNS(p.target.NetNS); err != nil {
+	if p.node, err = namespaces.OpenPath(p.target.NetNS); err != nil {
 		return err
 	}
 	if p.cfg.Version.AtLeast(1, 31) {
 		// kube-proxy goes on without nfacct when the kernel lacks it, and so do we.
-		if p.acct, err = openNFAcct(p.node.Handle); err != nil {
+		if p.acct, err = openNFAcct(p.node.File); err != nil {
 			p.acct = nil
 		}
 	}
@@ -164,7 +163,7 @@ func (p *Proxier) open() error {
 	}
 	// kube-proxy reads this once at start: with the kernel's liberal TCP window
 	// tracking there are no INVALID packets to drop.
-	return p.node.NS.Do(func(cnins.NetNS) error {
+	return p.node.Do(func() error {
 		liberal, err := namespaces.ReadSysctlHere("net.netfilter.nf_conntrack_tcp_be_liberal")
 		if err == nil {
 			p.cfg.ConntrackTCPLiberal = liberal != "0"
@@ -238,7 +237,7 @@ func (p *Proxier) Sync(ctx context.Context, s *proxy.State) error {
 	changes := proxy.Diff(p.lastPorts, ports)
 	diff := time.Since(t)
 	var rs *Ruleset
-	err := p.node.NS.Do(func(cnins.NetNS) error {
+	err := p.node.Do(func() error {
 		var err error
 		rs, err = p.syncInNamespace(ports, changes, full)
 		return err

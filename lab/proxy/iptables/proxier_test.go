@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	cnins "github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 
@@ -249,7 +248,8 @@ func TestSysctls(t *testing.T) {
 func TestUDPConntrackCleanup(t *testing.T) {
 	for _, cleanup := range []bool{true, false} {
 		t.Run(fmt.Sprintf("cleanup=%v", cleanup), func(t *testing.T) {
-			name, h := nstest.New(t, "programs iptables and conntrack")
+			nsh := nstest.New(t, "programs iptables and conntrack")
+			name, h := nsh.Name, nsh.Netlink
 			path := namespaces.Path(name)
 			// Everything lives on the node's lo: the client address, the two
 			// endpoints, and a route to the service range so the client's datagram
@@ -268,8 +268,8 @@ func TestUDPConntrackCleanup(t *testing.T) {
 			if err := h.RouteAdd(&netlink.Route{LinkIndex: lo.Attrs().Index, Dst: serviceRange, Scope: netlink.SCOPE_LINK}); err != nil {
 				t.Fatal(err)
 			}
-			udpEcho(t, path, "10.244.1.2:5353")
-			udpEcho(t, path, "10.244.1.3:5353")
+			udpEcho(t, nsh, "10.244.1.2:5353")
+			udpEcho(t, nsh, "10.244.1.3:5353")
 
 			dns := func(ip string) []proxy.ServicePort {
 				return []proxy.ServicePort{port("kube-system", "kube-dns", "dns", corev1.ProtocolUDP, "10.96.0.10", 53, ep(ip, 5353, "node-1"))}
@@ -277,7 +277,7 @@ func TestUDPConntrackCleanup(t *testing.T) {
 			p := newProxier(t, path, v137, proxy.Config{NoConntrackCleanup: !cleanup})
 			syncOK(t, p, dns("10.244.1.2"))
 
-			client := udpClient(t, path, "10.244.1.100:40000", "10.96.0.10:53")
+			client := udpClient(t, nsh, "10.244.1.100:40000", "10.96.0.10:53")
 			if got := ask(t, client); got != "10.244.1.2:5353" {
 				t.Fatalf("first datagram answered by %s, want 10.244.1.2:5353", got)
 			}
@@ -300,10 +300,10 @@ func TestUDPConntrackCleanup(t *testing.T) {
 }
 
 // udpEcho answers every datagram with the address it was received on.
-func udpEcho(t *testing.T, path, addr string) {
+func udpEcho(t *testing.T, ns *namespaces.NS, addr string) {
 	t.Helper()
 	var c *net.UDPConn
-	err := cnins.WithNetNSPath(path, func(cnins.NetNS) error {
+	err := ns.Do(func() error {
 		a, err := net.ResolveUDPAddr("udp4", addr)
 		if err == nil {
 			c, err = net.ListenUDP("udp4", a)
@@ -328,10 +328,10 @@ func udpEcho(t *testing.T, path, addr string) {
 
 // udpClient is a UDP socket in the namespace with a fixed source address and port,
 // connected to dst, so all its datagrams belong to one conntrack entry.
-func udpClient(t *testing.T, path, src, dst string) *net.UDPConn {
+func udpClient(t *testing.T, ns *namespaces.NS, src, dst string) *net.UDPConn {
 	t.Helper()
 	var c *net.UDPConn
-	err := cnins.WithNetNSPath(path, func(cnins.NetNS) error {
+	err := ns.Do(func() error {
 		la, _ := net.ResolveUDPAddr("udp4", src)
 		ra, _ := net.ResolveUDPAddr("udp4", dst)
 		var err error

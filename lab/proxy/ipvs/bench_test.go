@@ -22,7 +22,7 @@ func newNodeNS(tb testing.TB) string {
 	if err := Available(); err != nil {
 		tb.Fatal(err)
 	}
-	name, _ := nstest.New(tb, "programs IPVS")
+	name := nstest.New(tb, "programs IPVS").Name
 	return namespaces.Path(name)
 }
 

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	cnins "github.com/containernetworking/plugins/pkg/ns"
 	libipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -54,7 +53,7 @@ type Proxier struct {
 	cfg    Config
 	noCT   bool
 
-	node *proxy.NodeNS
+	node *namespaces.NS
 	k    *kernel
 	run  *xtables.Runner
 
@@ -95,17 +94,17 @@ func New(t proxy.Target) (*Proxier, error) {
 func (p *Proxier) open() error {
 	var err error
 	path := p.target.NetNS
-	if p.node, err = proxy.OpenNodeNS(path); err != nil {
+	if p.node, err = namespaces.OpenPath(path); err != nil {
 		return err
 	}
 	p.k.nl = p.node.Netlink
-	if p.k.sets, err = openIPSetSocket(p.node.Handle); err != nil {
+	if p.k.sets, err = openIPSetSocket(p.node.File); err != nil {
 		return fmt.Errorf("nfnetlink in %s: %w", path, err)
 	}
 	if p.k.ipvs, err = libipvs.New(path); err != nil {
 		return fmt.Errorf("IPVS netlink in %s: %w", path, err)
 	}
-	return p.node.NS.Do(func(cnins.NetNS) error { return setSysctls() })
+	return p.node.Do(func() error { return setSysctls() })
 }
 
 // setSysctls sets what kube-proxy's NewProxier sets, in the calling thread's
@@ -273,7 +272,7 @@ func (p *Proxier) Sync(ctx context.Context, s *proxy.State) error {
 func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) error {
 	t := time.Now()
 	// kube-proxy's createAndLinkKubeChain, on every sync.
-	err := p.node.NS.Do(func(cnins.NetNS) error {
+	err := p.node.Do(func() error {
 		for _, c := range chains {
 			if err := p.run.EnsureChain(c.table, c.name); err != nil {
 				return err
@@ -345,7 +344,7 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) error {
 
 	t = time.Now()
 	restore := Restore(p.cfg, plan.Sets)
-	err = p.node.NS.Do(func(cnins.NetNS) error { return p.run.Restore([]byte(restore)) })
+	err = p.node.Do(func() error { return p.run.Restore([]byte(restore)) })
 	p.stats.IPTables += time.Since(t)
 	if err != nil {
 		return err
