@@ -128,6 +128,7 @@ func (t *Topology) file() *File {
 		ServiceCIDR:      prefixString(t.ServiceCIDR),
 		NodeCIDR:         prefixString(t.NodeCIDR),
 		KubeProxyVersion: t.KubeProxyVersion,
+		ControlPlane:     t.ControlPlane != nil,
 	}
 	for _, n := range t.Nodes {
 		f.Nodes = append(f.Nodes, NodeSpec{Name: n.Name, IP: addrString(n.IP), PodCIDR: prefixString(n.PodCIDR)})
@@ -189,6 +190,14 @@ func (t *Topology) Clone() *Topology {
 	c.Services = nil
 	for i := range t.Services {
 		c.Services = append(c.Services, *t.Services[i].DeepCopy())
+	}
+	c.DeclaredServices = nil
+	for i := range t.DeclaredServices {
+		c.DeclaredServices = append(c.DeclaredServices, *t.DeclaredServices[i].DeepCopy())
+	}
+	if t.ControlPlane != nil {
+		cp := *t.ControlPlane
+		c.ControlPlane = &cp
 	}
 	c.UserEndpointSlices = nil
 	for i := range t.UserEndpointSlices {

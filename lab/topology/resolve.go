@@ -53,10 +53,21 @@ func resolve(source string, f *File, pos positions) (*Topology, ErrorList) {
 		cursors: map[netip.Prefix]netip.Addr{},
 	}
 	r.lab(f)
+	if f.ControlPlane {
+		// Claimed first, so that a node, client or pod of that name is the one
+		// told.
+		r.names[ControlPlaneMember] = "controlPlane"
+	}
 	r.nodeSpecs(f.Nodes)
 	r.clientSpecs(f.Clients)
 	r.nodeNetwork(f.NodeCIDR)
+	if f.ControlPlane {
+		r.controlPlane()
+	}
 	r.podSpecs(f.Pods)
+	for i := range f.Services {
+		r.t.DeclaredServices = append(r.t.DeclaredServices, *f.Services[i].DeepCopy())
+	}
 	r.services(f.Services)
 	r.endpointSlices(f.EndpointSlices)
 	r.namedTargetPorts()
@@ -107,6 +118,22 @@ func (r *resolver) cidr(path, s, example string) netip.Prefix {
 	return p
 }
 
+// controlPlane gives the control plane the first free address of the node
+// network.
+func (r *resolver) controlPlane() {
+	net := r.t.NodeCIDR
+	if !net.IsValid() {
+		return // the node network is in error, and said so
+	}
+	ip, ok := r.nextFree(net, net.Masked().Addr().Next())
+	if !ok {
+		r.errorf("controlPlane", "no address of the node network %s is free for the control plane", net)
+		return
+	}
+	r.claim("controlPlane", ip, "the control plane")
+	r.t.ControlPlane = &ControlPlane{Name: ControlPlaneMember, IP: ip}
+}
+
 // reservedMember is the name of the namespace that joins the lab's nodes and
 // clients; no member may take it.
 const reservedMember = "fabric"
@@ -127,6 +154,10 @@ func (r *resolver) memberName(path, name string) bool {
 		return false
 	}
 	if first, taken := r.names[name]; taken {
+		if first == "controlPlane" {
+			r.errorf(path, "%q is reserved for the control plane's member (controlPlane: true)", name)
+			return false
+		}
 		r.errorf(path, "%q is already the name of %s (node, client and pod names share one space: each names a network namespace)", name, first)
 		return false
 	}

@@ -22,12 +22,15 @@ type File struct {
 	NodeCIDR string `json:"nodeCIDR,omitempty"`
 	// KubeProxyVersion selects the kube-proxy release whose rules are reproduced
 	// ("1.37" when empty); the command-line flag overrides it.
-	KubeProxyVersion string                      `json:"kubeProxyVersion,omitempty"`
-	Nodes            []NodeSpec                  `json:"nodes"`
-	Pods             []PodSpec                   `json:"pods,omitempty"`
-	Clients          []ClientSpec                `json:"clients,omitempty"`
-	Services         []corev1.Service            `json:"services,omitempty"`
-	EndpointSlices   []discoveryv1.EndpointSlice `json:"endpointSlices,omitempty"`
+	KubeProxyVersion string `json:"kubeProxyVersion,omitempty"`
+	// ControlPlane runs a real kube-apiserver and the EndpointSlice controller in
+	// a member of its own on the node network, and applies the lab through them.
+	ControlPlane   bool                        `json:"controlPlane,omitempty"`
+	Nodes          []NodeSpec                  `json:"nodes"`
+	Pods           []PodSpec                   `json:"pods,omitempty"`
+	Clients        []ClientSpec                `json:"clients,omitempty"`
+	Services       []corev1.Service            `json:"services,omitempty"`
+	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices,omitempty"`
 }
 
 // NodeSpec is one fake node: a network namespace with the node address on eth0 and
@@ -72,17 +75,35 @@ type Topology struct {
 	ServiceCIDR      netip.Prefix
 	NodeCIDR         netip.Prefix
 	KubeProxyVersion string
-	Nodes            []Node
-	Pods             []Pod
-	Clients          []Client
+	// ControlPlane is the API server's member, nil without a control plane.
+	ControlPlane *ControlPlane
+	Nodes        []Node
+	Pods         []Pod
+	Clients      []Client
 	// Services have spec.clusterIP(s), ports[].nodePort and healthCheckNodePort filled
 	// in where the API server would have allocated them.
 	Services []corev1.Service
+	// DeclaredServices are the Services as the file gives them, before any
+	// allocation: what a lab with a control plane creates, leaving the rest to the
+	// API server.
+	DeclaredServices []corev1.Service
 	// UserEndpointSlices are the user-given slices (for selectorless Services)
 	// only; EndpointSlices() adds the ones the controller derives from selectors.
 	// (A field cannot share the method's name, so it is not called EndpointSlices.)
 	UserEndpointSlices []discoveryv1.EndpointSlice
 }
+
+// ControlPlane is the member that runs the API server and the controllers: a
+// namespace on the node network, as a control-plane machine of a cluster is.
+type ControlPlane struct {
+	Name string
+	// IP is its address on the node network: the first one free in nodeCIDR.
+	IP netip.Addr
+}
+
+// ControlPlaneMember is the control plane's member name, reserved in labs that
+// have one.
+const ControlPlaneMember = "control-plane"
 
 // Node is a validated NodeSpec.
 type Node struct {
