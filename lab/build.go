@@ -86,6 +86,11 @@ func (l *Lab) build(ctx context.Context) error {
 	}); err != nil {
 		return err
 	}
+	if t.ControlPlane != nil {
+		if err := l.buildControlPlane(fabric); err != nil {
+			return err
+		}
+	}
 	return l.buildPods(ctx, t.Pods)
 }
 
@@ -180,7 +185,7 @@ func (l *Lab) buildNode(fabric *handle, i int) error {
 	if err := namespaces.Sysctl(h.Name, nodeSysctls); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	if err := l.plugIntoFabric(fabric, h, KindNode, i, netip.PrefixFrom(n.IP, t.NodeCIDR.Bits())); err != nil {
+	if err := l.plugIntoFabric(fabric, h, fabricPort(KindNode, i), netip.PrefixFrom(n.IP, t.NodeCIDR.Bits())); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	cni, err := h.addBridge(podBridge)
@@ -223,20 +228,49 @@ func (l *Lab) buildClient(fabric *handle, i int) error {
 	if err := namespaces.Sysctl(h.Name, noIPv6); err != nil {
 		return fmt.Errorf("client %s: %w", c.Name, err)
 	}
-	if err := l.plugIntoFabric(fabric, h, KindClient, i, netip.PrefixFrom(c.IP, l.topo.NodeCIDR.Bits())); err != nil {
+	if err := l.plugIntoFabric(fabric, h, fabricPort(KindClient, i), netip.PrefixFrom(c.IP, l.topo.NodeCIDR.Bits())); err != nil {
 		return fmt.Errorf("client %s: %w", c.Name, err)
 	}
 	return nil
 }
 
-// plugIntoFabric connects a node or client to the node network: eth0 inside it, the
-// other end on the fabric bridge.
-func (l *Lab) plugIntoFabric(fabric, member *handle, kind string, index int, addr netip.Prefix) error {
+// buildControlPlane puts the control plane on the node network, with host-gw
+// routes to every node's podCIDR: pods (CoreDNS, a pod's kubectl) reach the API
+// server through their node, and its replies go back the same way.
+func (l *Lab) buildControlPlane(fabric *handle) error {
+	cp := l.topo.ControlPlane
+	h, err := openHandle(l.members[cp.Name].NetNS)
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if err := namespaces.Sysctl(h.Name, noIPv6); err != nil {
+		return fmt.Errorf("control plane: %w", err)
+	}
+	if err := l.plugIntoFabric(fabric, h, controlPlanePort, netip.PrefixFrom(cp.IP, l.topo.NodeCIDR.Bits())); err != nil {
+		return fmt.Errorf("control plane: %w", err)
+	}
+	eth, err := h.Netlink.LinkByName(eth0)
+	if err != nil {
+		return fmt.Errorf("control plane: %w", err)
+	}
+	for _, n := range l.topo.Nodes {
+		r := &netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipNet(n.PodCIDR), Gw: n.IP.AsSlice()}
+		if err := h.Netlink.RouteAdd(r); err != nil {
+			return fmt.Errorf("control plane: route %s via %s: %w", n.PodCIDR, n.IP, err)
+		}
+	}
+	return nil
+}
+
+// plugIntoFabric connects a member to the node network: eth0 inside it, the other
+// end, called port, on the fabric bridge.
+func (l *Lab) plugIntoFabric(fabric, member *handle, port string, addr netip.Prefix) error {
 	br, err := fabric.Netlink.LinkByName(fabricBridge)
 	if err != nil {
 		return fmt.Errorf("fabric: %w", err)
 	}
-	if err := fabric.addVeth(fabricPort(kind, index), br, member, eth0); err != nil {
+	if err := fabric.addVeth(port, br, member, eth0); err != nil {
 		return err
 	}
 	if _, err := member.linkUp("lo"); err != nil {

@@ -162,6 +162,9 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	}
 	l.ID = labID(t.Name, l.RunID)
 	l.addMember(fabricMember, KindFabric, netip.Addr{}, "")
+	if cp := t.ControlPlane; cp != nil {
+		l.addMember(cp.Name, KindControlPlane, cp.IP, "")
+	}
 	for _, n := range t.Nodes {
 		l.addMember(n.Name, KindNode, n.IP, "")
 	}
@@ -201,7 +204,7 @@ func (l *Lab) memberRecords() []MemberRecord {
 }
 
 // kindOrder lists members the way `svclab up` prints them.
-var kindOrder = map[string]int{KindFabric: 0, KindNode: 1, KindClient: 2, KindPod: 3}
+var kindOrder = map[string]int{KindFabric: 0, KindControlPlane: 1, KindNode: 2, KindClient: 3, KindPod: 4}
 
 func (l *Lab) logf(format string, args ...any) {
 	if l.opts.Log != nil {

@@ -21,6 +21,8 @@ const (
 	KindNode   = "node"
 	KindPod    = "pod"
 	KindClient = "client"
+	// KindControlPlane runs the API server and the controllers.
+	KindControlPlane = "control-plane"
 )
 
 // Interface names inside lab namespaces. Every one fits IFNAMSIZ (15 characters).
@@ -56,6 +58,9 @@ func labID(lab, run string) string { return lab + "-" + run }
 func fabricPort(kind string, index int) string {
 	return fmt.Sprintf("%c%d", kind[0], index)
 }
+
+// controlPlanePort is the fabric-side end of the control plane's eth0.
+const controlPlanePort = "cp0"
 
 // podVeth is the node-side end of a pod's eth0, named like the bridge CNI plugin's
 // (veth + 8 hex characters), derived from the pod and the run so it is stable.
