@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -87,24 +86,9 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-func buildGuestCheck(t *testing.T) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		goBin = filepath.Join(runtime.GOROOT(), "bin", "go")
-	}
-	out := filepath.Join(t.TempDir(), "guestcheck")
-	cmd := exec.Command(goBin, "build", "-o", out, "./testdata/guestcheck")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build guestcheck: %v\n%s", err, b)
-	}
-	return out
-}
-
 func TestVMRunsGuestChecks(t *testing.T) {
 	requireVMHost(t)
-	bin := buildGuestCheck(t)
+	bin := vm.BuildTestProgram(t, "guestcheck", "guestcheck")
 	data := t.TempDir()
 	if err := os.WriteFile(filepath.Join(data, "input.txt"), []byte("from-the-host\n"), 0o644); err != nil {
 		t.Fatal(err)
