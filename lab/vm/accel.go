@@ -61,7 +61,9 @@ type Verdict struct {
 	Checked    time.Time `json:"checked"`
 }
 
-func hostKernelRelease() string {
+// HostKernelRelease is uname -r: verdicts are kept per host kernel, since a
+// kernel update can make KVM work or break it.
+func HostKernelRelease() string {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		return "unknown"
@@ -71,7 +73,7 @@ func hostKernelRelease() string {
 
 // VerdictPath is the file holding this host kernel's verdict in cacheDir.
 func VerdictPath(cacheDir string) string {
-	rel := strings.ReplaceAll(hostKernelRelease(), "/", "_")
+	rel := strings.ReplaceAll(HostKernelRelease(), "/", "_")
 	return filepath.Join(cacheDir, "accel", rel+".json")
 }
 
@@ -86,7 +88,7 @@ func LoadVerdict(cacheDir string) (v Verdict, ok bool) {
 }
 
 func saveVerdict(cacheDir string, v Verdict) error {
-	v.HostKernel = hostKernelRelease()
+	v.HostKernel = HostKernelRelease()
 	v.Checked = time.Now().UTC()
 	p := VerdictPath(cacheDir)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {

@@ -128,8 +128,8 @@ func TestKVMFallback(t *testing.T) {
 			if !ok {
 				t.Fatalf("no verdict in %s", verdictFile)
 			}
-			if v.Accel != AccelTCG || v.HostKernel != hostKernelRelease() || v.Checked.IsZero() {
-				t.Errorf("verdict %+v, want tcg for host kernel %s", v, hostKernelRelease())
+			if v.Accel != AccelTCG || v.HostKernel != HostKernelRelease() || v.Checked.IsZero() {
+				t.Errorf("verdict %+v, want tcg for host kernel %s", v, HostKernelRelease())
 			}
 			accepted := false
 			for _, want := range tc.reasons {
