@@ -63,6 +63,11 @@ type Mode struct {
 	// Available returns nil when the running kernel and userland can run the mode,
 	// or an error saying what is missing and what to do.
 	Available func() error
+	// Kernel lists the kernel features the mode programs, beyond what every lab
+	// builds on (network namespaces, veth, bridges, br_netfilter), by the names
+	// `svclab doctor` probes them under (lab/doctor): its answer for a mode comes
+	// from this list, so a new mode declares what it needs here.
+	Kernel []string
 }
 
 var (

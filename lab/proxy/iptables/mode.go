@@ -15,6 +15,8 @@ func init() {
 		New:       proxy.Constructor(New),
 		Render:    Render,
 		Available: Available,
+		Kernel: []string{"nf_tables", "ip_tables", "xt_comment", "xt_conntrack", "xt_mark", "xt_statistic",
+			"xt_recent", "xt_addrtype", "xt_tcpudp", "xt_MASQUERADE", "xt_nat", "ipt_REJECT", "nf_conntrack_netlink"},
 	})
 }
 

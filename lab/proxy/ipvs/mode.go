@@ -21,6 +21,8 @@ func init() {
 		New:       proxy.Constructor(New),
 		Render:    Render,
 		Available: Available,
+		Kernel: []string{"ip_vs", "ip_set", "dummy", "nf_tables", "ip_tables", "xt_comment", "xt_conntrack",
+			"xt_mark", "xt_addrtype", "xt_set", "xt_MASQUERADE", "ipt_REJECT", "nf_conntrack_netlink"},
 	})
 }
 
