@@ -50,17 +50,21 @@ type Process struct {
 // Self is the calling process.
 func Self() Process {
 	p := Process{PID: os.Getpid()}
-	p.Start, _ = startTime(p.PID)
+	st, _ := readStat(p.PID)
+	p.Start = st.start
 	return p
 }
 
-// Alive tells whether the process still runs (and is the same process).
+// Alive tells whether the process still runs (and is the same process). A
+// zombie does not: it has ended and only waits for its parent to reap it, which
+// for a killed `svclab up` owner can take a second or two, while its pod servers
+// are gone already.
 func (p Process) Alive() bool {
 	if p.PID <= 0 {
 		return false
 	}
-	start, err := startTime(p.PID)
-	return err == nil && start == p.Start
+	st, err := readStat(p.PID)
+	return err == nil && st.start == p.Start && st.state != 'Z' && st.state != 'X'
 }
 
 // Signal sends sig to the process if it is still the recorded one.
@@ -71,23 +75,32 @@ func (p Process) Signal(sig syscall.Signal) error {
 	return syscall.Kill(p.PID, sig)
 }
 
-// startTime is field 22 of /proc/PID/stat: clock ticks since boot.
-func startTime(pid int) (uint64, error) {
+// procStat is what svclab reads of /proc/PID/stat.
+type procStat struct {
+	state byte   // field 3: R, S, D, Z (zombie), X (dead), ...
+	start uint64 // field 22: clock ticks since boot
+}
+
+func readStat(pid int) (procStat, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return procStat{}, err
 	}
 	// The command name may hold spaces and parentheses: fields start after the last ")".
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
 	f := strings.Fields(s[i+1:])
-	if len(f) < 20 {
-		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
 	}
-	return strconv.ParseUint(f[19], 10, 64)
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return procStat{}, fmt.Errorf("/proc/%d/stat: start time: %w", pid, err)
+	}
+	return procStat{state: f[0][0], start: start}, nil
 }
 
 // Member returns the record of the member called name.

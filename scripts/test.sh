@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # svclab's whole test run, as CI runs it (README: "Run the tests"). As root on a
 # fresh Debian 12 machine it installs what it needs, then runs:
+#   0. scripts/ci/checksources: the repository holds sources only (no tracked
+#      binary, nothing over 1 MB outside docs/bench/);
 #   1. go vet and the Go tests of every package (parsing, rules, the VM runner, ...);
 #   2. the Ginkgo suite on this kernel, in both iptables modes (nft, legacy);
 #   3. the Ginkgo suite in svclab's VM on Debian's kernel: IPVS and both iptables
@@ -27,6 +29,9 @@ mkdir -p "$out"
 step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
 # Whatever a failed step left behind goes before the next run.
 trap 'go run ./cmd/svclab clean >/dev/null 2>&1 || true' EXIT
+
+step "sources only: no tracked binary, nothing over 1 MB outside docs/bench/"
+go run ./scripts/ci/checksources
 
 step "go vet and Go tests"
 go vet ./...

@@ -67,6 +67,11 @@ type Mode struct {
 	// Diagnostics are the commands a failure dump runs in a node programmed in
 	// this mode with c, besides addresses and routes.
 	Diagnostics func(c Config) [][]string
+	// Kernel lists the kernel features the mode programs, beyond what every lab
+	// builds on (network namespaces, veth, bridges, br_netfilter), by the names
+	// `svclab doctor` probes them under (lab/doctor): its answer for a mode comes
+	// from this list, so a new mode declares what it needs here.
+	Kernel []string
 }
 
 // Dataplane is how a mode's rules behave, as far as verify must know.

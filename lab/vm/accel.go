@@ -2,10 +2,13 @@ package vm
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -21,8 +24,18 @@ const (
 	kvmInitWithin      = 15 * time.Second
 )
 
-// kvmUsable checks that /dev/kvm opens and speaks the stable KVM API (12).
-func kvmUsable() error {
+// kvmWatch bounds a KVM boot's progress: the guest kernel's first console line
+// within firstLine, /init within init, both from qemu's start. Tests shorten it.
+type kvmWatch struct {
+	firstLine, init time.Duration
+}
+
+var defaultKVMWatch = kvmWatch{firstLine: kvmFirstLineWithin, init: kvmInitWithin}
+
+// KVMUsable checks that /dev/kvm opens and speaks the stable KVM API (12). That
+// says nothing about whether a guest boots under it: auto mode finds that out
+// on the first run (see the package documentation).
+func KVMUsable() error {
 	fd, err := unix.Open("/dev/kvm", unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("/dev/kvm: %w", err)
@@ -39,15 +52,18 @@ func kvmUsable() error {
 	return nil
 }
 
-// accelVerdict is what auto mode learned about KVM on one host kernel.
-type accelVerdict struct {
+// Verdict is what auto mode learned about KVM on one host kernel: the
+// accelerator later runs start with, and why.
+type Verdict struct {
 	Accel      string    `json:"accel"`
 	Reason     string    `json:"reason"`
 	HostKernel string    `json:"host_kernel"`
 	Checked    time.Time `json:"checked"`
 }
 
-func hostKernelRelease() string {
+// HostKernelRelease is uname -r: verdicts are kept per host kernel, since a
+// kernel update can make KVM work or break it.
+func HostKernelRelease() string {
 	var u unix.Utsname
 	if err := unix.Uname(&u); err != nil {
 		return "unknown"
@@ -55,24 +71,26 @@ func hostKernelRelease() string {
 	return unix.ByteSliceToString(u.Release[:])
 }
 
-func verdictPath(cacheDir string) string {
-	rel := strings.ReplaceAll(hostKernelRelease(), "/", "_")
+// VerdictPath is the file holding this host kernel's verdict in cacheDir.
+func VerdictPath(cacheDir string) string {
+	rel := strings.ReplaceAll(HostKernelRelease(), "/", "_")
 	return filepath.Join(cacheDir, "accel", rel+".json")
 }
 
-func loadVerdict(cacheDir string) (accelVerdict, bool) {
-	var v accelVerdict
-	b, err := os.ReadFile(verdictPath(cacheDir))
+// LoadVerdict reads this host kernel's verdict from cacheDir; ok is false when
+// there is none (KVM not tried yet) or it cannot be read.
+func LoadVerdict(cacheDir string) (v Verdict, ok bool) {
+	b, err := os.ReadFile(VerdictPath(cacheDir))
 	if err != nil || json.Unmarshal(b, &v) != nil {
 		return v, false
 	}
 	return v, v.Accel == AccelKVM || v.Accel == AccelTCG
 }
 
-func saveVerdict(cacheDir string, v accelVerdict) error {
-	v.HostKernel = hostKernelRelease()
+func saveVerdict(cacheDir string, v Verdict) error {
+	v.HostKernel = HostKernelRelease()
 	v.Checked = time.Now().UTC()
-	p := verdictPath(cacheDir)
+	p := VerdictPath(cacheDir)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
 	}
@@ -81,4 +99,71 @@ func saveVerdict(cacheDir string, v accelVerdict) error {
 		return err
 	}
 	return writeFileAtomic(p, append(b, '\n'))
+}
+
+// kvmFailure says in one line why a KVM boot ended before /init: the watch limit
+// it missed (stalled), or how qemu ended, followed by the first thing qemu said
+// on stderr or, failing that, the guest console's last line. Whatever the way,
+// it means the same thing: KVM does not run guests on this host.
+func kvmFailure(stalled string, p *qemuProcess, qemu string) string {
+	said := qemuSaid(p.stderrHead.String(), filepath.Base(qemu))
+	console := p.console.lastLines(1)
+	msg := stalled
+	if msg == "" {
+		msg = qemuEnd(p.waitErr)
+		if console == "" {
+			msg += " before the guest started"
+		} else {
+			msg += " before the guest reached /init"
+		}
+		if said != "" {
+			return msg + ": " + said
+		}
+	} else if said != "" {
+		return msg + "; qemu said: " + said
+	}
+	if console != "" {
+		msg += "; the console's last line: " + console
+	}
+	return msg
+}
+
+// qemuEnd describes how qemu ended from its wait status.
+func qemuEnd(waitErr error) string {
+	var exit *exec.ExitError
+	if !errors.As(waitErr, &exit) {
+		if waitErr != nil {
+			return fmt.Sprintf("qemu failed (%v)", waitErr)
+		}
+		return "qemu exited with status 0"
+	}
+	ws, ok := exit.Sys().(syscall.WaitStatus)
+	switch {
+	case ok && ws.Signaled() && ws.Signal() == syscall.SIGABRT:
+		return "qemu aborted"
+	case ok && ws.Signaled():
+		return fmt.Sprintf("qemu was killed by %s (%v)", unix.SignalName(ws.Signal()), ws.Signal())
+	default:
+		return fmt.Sprintf("qemu exited with status %d", exit.ExitCode())
+	}
+}
+
+// qemuSaid is the first line of qemu's stderr that is not a warning, without
+// qemu's "PROGRAM: " and "error: " prefixes; a warning if there is nothing else.
+func qemuSaid(stderr, program string) string {
+	var warning string
+	for _, line := range strings.Split(stderr, "\n") {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), program+":"))
+		if line == "" {
+			continue
+		}
+		if strings.HasPrefix(line, "warning:") {
+			if warning == "" {
+				warning = line
+			}
+			continue
+		}
+		return strings.TrimPrefix(line, "error: ")
+	}
+	return warning
 }

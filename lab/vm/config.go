@@ -36,8 +36,8 @@ type Config struct {
 	// diagnostics. Nil drops it; the last lines are quoted in errors anyway.
 	Console io.Writer
 	// Accel is "auto" (default), "kvm" or "tcg". Auto uses KVM when /dev/kvm works
-	// and a KVM guest boots promptly on this host, else TCG; the verdict is kept
-	// in CacheDir per host kernel.
+	// and a KVM guest reaches /init on this host, else TCG (in the same run, when
+	// a KVM boot fails); the verdict is kept in CacheDir per host kernel.
 	Accel string
 	// MemoryMiB and CPUs size the guest; defaults 2048 and 2.
 	MemoryMiB, CPUs int

@@ -48,12 +48,23 @@
 //
 // # Accelerator
 //
-// "auto" uses KVM when /dev/kvm answers and a KVM guest prints its first kernel
-// line within a few seconds and reaches /init soon after; otherwise (on the
-// machines svclab is built on, KVM opens but the guest hangs before the kernel
-// prints) qemu is killed and the run starts again under TCG with -smp CPUs
-// (multi-threaded TCG). The verdict is kept in CacheDir/accel/HOSTKERNEL.json so
-// later runs do not pay the probe; delete the file to probe again.
+// "auto" uses KVM when /dev/kvm answers and a KVM guest reaches /init; any KVM
+// boot that does not is taken to mean that KVM does not run guests on this host,
+// whatever the way it failed: the kernel printing nothing within 4 s, no /init
+// within 15 s (both seen on hosts with nested virtualisation where /dev/kvm
+// opens), qemu aborting, crashing on a signal or exiting before the guest
+// started (qemu 7.2 aborts with "failed to set MSR 0x10a" on another such host),
+// an error on qemu's stderr. qemu is then killed and the run starts again under
+// TCG with -smp CPUs (multi-threaded TCG), after one line saying why, e.g.
+//
+//	vm: kvm: qemu aborted before the guest started: failed to set MSR 0x10a to 0x69; using tcg, remembered in /var/cache/svclab/accel/6.18.44.json
+//
+// The verdict (kvm or tcg, and why) is kept in CacheDir/accel/HOSTKERNEL.json so
+// later runs do not pay the probe; delete the file to probe again. A run started
+// under KVM by a verdict is still watched, and falls back the same way. What
+// happens after /init (the command failing, qemu dying under it) is the
+// command's outcome, reported as such: KVM has proved itself by then. An
+// explicit "kvm" never falls back: its failure is the run's error.
 //
 // # Cleanup
 //

@@ -27,6 +27,7 @@ const imageFormat = "svclab-vm-image-1"
 // guestTool is a host executable copied into the guest.
 type guestTool struct {
 	name  string   // file name, looked up in the host's sbin and bin directories
+	pkg   string   // the Debian package that has it
 	dir   string   // guest directory
 	links []string // more names in dir for the same program (multi-call binaries)
 }
@@ -35,27 +36,31 @@ type guestTool struct {
 // both backends; the plain names (iptables, iptables-save, ...) are nft, as on
 // Debian and in kube-proxy's images.
 var guestTools = []guestTool{
-	{name: "xtables-nft-multi", dir: "usr/sbin", links: []string{
+	{name: "xtables-nft-multi", pkg: "iptables", dir: "usr/sbin", links: []string{
 		"iptables", "iptables-save", "iptables-restore",
 		"ip6tables", "ip6tables-save", "ip6tables-restore",
 		"iptables-nft", "iptables-nft-save", "iptables-nft-restore",
 		"ip6tables-nft", "ip6tables-nft-save", "ip6tables-nft-restore",
 	}},
-	{name: "xtables-legacy-multi", dir: "usr/sbin", links: []string{
+	{name: "xtables-legacy-multi", pkg: "iptables", dir: "usr/sbin", links: []string{
 		"iptables-legacy", "iptables-legacy-save", "iptables-legacy-restore",
 		"ip6tables-legacy", "ip6tables-legacy-save", "ip6tables-legacy-restore",
 	}},
-	{name: "ipset", dir: "usr/sbin"},
-	{name: "ipvsadm", dir: "usr/sbin"},
-	{name: "conntrack", dir: "usr/sbin"},
-	{name: "ip", dir: "usr/bin"},
-	{name: "ss", dir: "usr/bin"},
-	{name: "tc", dir: "usr/sbin"},
+	{name: "ipset", pkg: "ipset", dir: "usr/sbin"},
+	{name: "ipvsadm", pkg: "ipvsadm", dir: "usr/sbin"},
+	{name: "conntrack", pkg: "conntrack", dir: "usr/sbin"},
+	{name: "ip", pkg: "iproute2", dir: "usr/bin"},
+	{name: "ss", pkg: "iproute2", dir: "usr/bin"},
+	{name: "tc", pkg: "iproute2", dir: "usr/sbin"},
 	// curl, as the seeds use it and as `svclab exec ... -- curl` does in the specs.
-	{name: "curl", dir: "usr/bin"},
-	{name: "dash", dir: "usr/bin", links: []string{"sh"}},
-	{name: "bash", dir: "usr/bin"},
+	{name: "curl", pkg: "curl", dir: "usr/bin"},
+	{name: "dash", pkg: "dash", dir: "usr/bin", links: []string{"sh"}},
+	{name: "bash", pkg: "bash", dir: "usr/bin"},
 }
+
+// busybox gives the guest its shell for /init and the small tools; the static
+// build needs no libraries.
+var busybox = guestTool{name: "busybox", pkg: "busybox-static", dir: "usr/bin"}
 
 // hostDataDirs are directories of plugins and tables the tools load at run time;
 // each is copied when the host has it.
@@ -102,15 +107,15 @@ func findHostTool(name string) (string, error) {
 
 func collectHostInputs(extraTools []string) (hostInputs, error) {
 	in := hostInputs{tools: map[string]string{}, links: map[string]string{}, dirs: map[string]string{}}
-	bb, err := findHostTool("busybox")
+	bb, err := findHostTool(busybox.name)
 	if err != nil {
-		return in, fmt.Errorf("busybox (package busybox-static): %w", err)
+		return in, fmt.Errorf("%w (Debian package %s)", err, busybox.pkg)
 	}
 	in.busybox = bb
 	for _, t := range guestTools {
 		host, err := findHostTool(t.name)
 		if err != nil {
-			return in, err
+			return in, fmt.Errorf("%w (Debian package %s)", err, t.pkg)
 		}
 		in.tools[path.Join(t.dir, t.name)] = host
 		for _, l := range t.links {

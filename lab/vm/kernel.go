@@ -65,7 +65,7 @@ func EnsureKernel(ctx context.Context, cacheDir string, log io.Writer) (Kernel, 
 	lg := logger{log}
 	pkg, version, resolveErr := resolveKernelPackage(ctx, cacheDir)
 	if resolveErr != nil {
-		k, err := newestCachedKernel(cacheDir)
+		k, err := CachedKernel(cacheDir)
 		if err != nil {
 			return Kernel{}, fmt.Errorf("kernel: %w (and no kernel is cached in %s: %v)", resolveErr, cacheDir, err)
 		}
@@ -292,7 +292,9 @@ func loadKernel(dir string) (Kernel, error) {
 	return k, nil
 }
 
-func newestCachedKernel(cacheDir string) (Kernel, error) {
+// CachedKernel returns the kernel in cacheDir used last, the one a run takes
+// when apt cannot name a newer one.
+func CachedKernel(cacheDir string) (Kernel, error) {
 	dirs, _ := filepath.Glob(filepath.Join(cacheDir, "kernel", "linux-image-*"))
 	type cand struct {
 		k   Kernel

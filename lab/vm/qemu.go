@@ -73,21 +73,25 @@ type qemuProcess struct {
 	consoleDone chan struct{}
 	waitErr     error
 	stderr      *tailBuffer
-	console     *tailBuffer
+	// stderrHead keeps qemu's first words: when KVM fails, the first error
+	// names the cause and what follows (an assertion, a backtrace) does not.
+	stderrHead *headBuffer
+	console    *tailBuffer
 }
 
 // startQemu starts qemu with its stdout (the guest console) copied to console
 // and to a tail buffer; firstLine is closed when the kernel's first line
 // ("Linux version ...") appears.
 func startQemu(qemu string, args []string, console io.Writer, firstLine chan<- struct{}) (*qemuProcess, error) {
-	p := &qemuProcess{exited: make(chan struct{}), consoleDone: make(chan struct{}), stderr: newTailBuffer(8 << 10), console: newTailBuffer(16 << 10)}
+	p := &qemuProcess{exited: make(chan struct{}), consoleDone: make(chan struct{}),
+		stderr: newTailBuffer(8 << 10), stderrHead: &headBuffer{max: 4 << 10}, console: newTailBuffer(16 << 10)}
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	p.cmd = exec.Command(qemu, args...)
 	p.cmd.Stdout = pw
-	p.cmd.Stderr = p.stderr
+	p.cmd.Stderr = io.MultiWriter(p.stderr, p.stderrHead)
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{
 		// Own process group: a terminal's Ctrl-C reaches the runner, which then
 		// ends qemu itself and says why. Pdeathsig ends qemu if the runner dies.
@@ -192,6 +196,28 @@ func (t *tailBuffer) lastLines(n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// headBuffer keeps the first max bytes written to it.
+type headBuffer struct {
+	mu  sync.Mutex
+	max int
+	buf []byte
+}
+
+func (h *headBuffer) Write(b []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if room := h.max - len(h.buf); room > 0 {
+		h.buf = append(h.buf, b[:min(room, len(b))]...)
+	}
+	return len(b), nil
+}
+
+func (h *headBuffer) String() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return string(h.buf)
 }
 
 // listenPorts creates the Unix sockets qemu connects the guest ports to.

@@ -25,8 +25,8 @@ type Result struct {
 	Image string
 	// Accel is the accelerator the command ran under: "kvm" or "tcg".
 	Accel string
-	// Prepare is the time before qemu started: kernel, base image (a build on a
-	// cold cache), the per-run archive, the accelerator choice.
+	// Prepare is the time before the accelerator choice and qemu's start:
+	// kernel, base image (a build on a cold cache), the per-run archive.
 	Prepare time.Duration
 	// Booted is from qemu's start to /init talking to the host; Started to the
 	// command's first instruction (modules loaded); Total to qemu's end.
@@ -91,47 +91,8 @@ func Execute(ctx context.Context, c Config) (Result, error) {
 	if err := writeInitrd(initrd, img.Path, c); err != nil {
 		return res, err
 	}
-	choice, err := chooseAccel(c)
-	if err != nil {
-		return res, err
-	}
 	res.Prepare = time.Since(t0)
-
-	b := &booter{c: c, qemu: qemu, kernel: k.BootImage(), initrd: initrd, dir: tmp, lg: lg}
-	accel, why := choice.accel, choice.why
-	// Every KVM boot is watched: KVM that worked yesterday can hang today (a
-	// nested-virtualisation setting changed), and watching costs a working KVM
-	// nothing.
-	lg.printf("qemu: %s (%s), %d CPUs, %d MiB", accel, why, c.CPUs, c.MemoryMiB)
-	out, err := b.boot(ctx, accel, accel == AccelKVM)
-	if out.noProgress != nil {
-		if !choice.fallback {
-			return res, fmt.Errorf("vm: accel kvm: %w", out.noProgress)
-		}
-		v := accelVerdict{Accel: AccelTCG, Reason: "kvm: " + out.noProgress.Error()}
-		if serr := saveVerdict(c.CacheDir, v); serr != nil {
-			lg.printf("cannot remember the accelerator verdict: %v", serr)
-		}
-		lg.printf("kvm: %v; falling back to tcg (remembered in %s)", out.noProgress, verdictPath(c.CacheDir))
-		accel = AccelTCG
-		lg.printf("qemu: %s, %d CPUs, %d MiB", accel, c.CPUs, c.MemoryMiB)
-		out, err = b.boot(ctx, accel, false)
-	} else if choice.probing && out.booted > 0 {
-		v := accelVerdict{Accel: AccelKVM, Reason: fmt.Sprintf("a guest reached /init %.1fs after qemu started", out.booted.Seconds())}
-		if serr := saveVerdict(c.CacheDir, v); serr != nil {
-			lg.printf("cannot remember the accelerator verdict: %v", serr)
-		}
-	}
-	res.Accel = accel
-	res.Booted, res.Started, res.Total = out.booted, out.started, out.total
-	if out.reported {
-		res.ExitCode = out.exitCode
-	}
-	if err != nil {
-		return res, err
-	}
-	lg.printf("command exited %d; VM ran %.1fs", res.ExitCode, out.total.Seconds())
-	return res, nil
+	return newBooter(c, qemu, k.BootImage(), initrd, tmp).run(ctx, res)
 }
 
 // runDirPrefix names a run's temporary directory, followed by the runner's pid.
@@ -184,13 +145,13 @@ func writeInitrd(dst, base string, c Config) error {
 type accelChoice struct {
 	accel string
 	why   string
-	// fallback: a KVM boot that makes no progress is retried with TCG (auto).
+	// fallback: a KVM boot that does not reach /init is retried with TCG (auto).
 	fallback bool
 	// probing: no verdict is cached yet; the first KVM boot makes one.
 	probing bool
 }
 
-func chooseAccel(c Config) (accelChoice, error) {
+func chooseAccel(c Config, kvmUsable func() error) (accelChoice, error) {
 	switch c.Accel {
 	case AccelTCG:
 		return accelChoice{accel: AccelTCG, why: "asked for"}, nil
@@ -203,21 +164,76 @@ func chooseAccel(c Config) (accelChoice, error) {
 	if err := kvmUsable(); err != nil {
 		return accelChoice{accel: AccelTCG, why: err.Error()}, nil
 	}
-	if v, ok := loadVerdict(c.CacheDir); ok {
-		return accelChoice{accel: v.Accel, why: fmt.Sprintf("verdict in %s: %s", verdictPath(c.CacheDir), v.Reason), fallback: true}, nil
+	if v, ok := LoadVerdict(c.CacheDir); ok {
+		return accelChoice{accel: v.Accel, why: fmt.Sprintf("verdict in %s: %s", VerdictPath(c.CacheDir), v.Reason), fallback: true}, nil
 	}
 	return accelChoice{accel: AccelKVM, why: "first try of /dev/kvm on this host kernel", fallback: true, probing: true}, nil
 }
 
 // booter runs qemu for one Config; boot may be called twice when KVM falls back.
+// It knows nothing of where the kernel and initrd came from, so the accelerator
+// logic can be driven with any qemu, kernel and initrd.
 type booter struct {
-	c        Config
-	qemu     string
-	kernel   string
-	initrd   string
-	dir      string
-	lg       logger
+	c      Config
+	qemu   string
+	kernel string
+	initrd string
+	dir    string
+	lg     logger
+	// kvmUsable tells whether /dev/kvm can be opened; KVMUsable outside tests.
+	kvmUsable func() error
+	// watch bounds every KVM boot's progress.
+	watch    kvmWatch
 	deadline time.Time // set at the first qemu start
+}
+
+func newBooter(c Config, qemu, kernel, initrd, dir string) *booter {
+	return &booter{c: c, qemu: qemu, kernel: kernel, initrd: initrd, dir: dir, lg: logger{c.Log},
+		kvmUsable: KVMUsable, watch: defaultKVMWatch}
+}
+
+// run boots the VM under the accelerator chooseAccel picks. In auto mode a KVM
+// boot that does not reach /init, whatever the way (silence, a stall, qemu
+// aborting, crashing or exiting, an error on its stderr), means KVM does not run
+// guests on this host: the run boots again under TCG, says why in one line and
+// remembers it for this host kernel. What happens after /init is the command's
+// business, not the accelerator's, and is reported as such.
+func (b *booter) run(ctx context.Context, res Result) (Result, error) {
+	choice, err := chooseAccel(b.c, b.kvmUsable)
+	if err != nil {
+		return res, err
+	}
+	accel := choice.accel
+	b.lg.printf("qemu: %s (%s), %d CPUs, %d MiB", accel, choice.why, b.c.CPUs, b.c.MemoryMiB)
+	out, err := b.boot(ctx, accel)
+	if out.kvmFailure != "" {
+		if !choice.fallback {
+			return res, fmt.Errorf("vm: accel kvm: %s\n%s", out.kvmFailure, out.qemuOutput)
+		}
+		v := Verdict{Accel: AccelTCG, Reason: "kvm: " + out.kvmFailure}
+		if serr := saveVerdict(b.c.CacheDir, v); serr != nil {
+			b.lg.printf("%s; using tcg (not remembered: %v)", v.Reason, serr)
+		} else {
+			b.lg.printf("%s; using tcg, remembered in %s", v.Reason, VerdictPath(b.c.CacheDir))
+		}
+		accel = AccelTCG
+		out, err = b.boot(ctx, accel)
+	} else if choice.probing && out.booted > 0 {
+		v := Verdict{Accel: AccelKVM, Reason: fmt.Sprintf("a guest reached /init %.1fs after qemu started", out.booted.Seconds())}
+		if serr := saveVerdict(b.c.CacheDir, v); serr != nil {
+			b.lg.printf("cannot remember the accelerator verdict: %v", serr)
+		}
+	}
+	res.Accel = accel
+	res.Booted, res.Started, res.Total = out.booted, out.started, out.total
+	if out.reported {
+		res.ExitCode = out.exitCode
+	}
+	if err != nil {
+		return res, err
+	}
+	b.lg.printf("command exited %d; VM ran %.1fs", res.ExitCode, out.total.Seconds())
+	return res, nil
 }
 
 type bootOutcome struct {
@@ -226,12 +242,18 @@ type bootOutcome struct {
 	booted   time.Duration
 	started  time.Duration
 	total    time.Duration
-	// noProgress is set when a watched KVM boot was given up.
-	noProgress error
+	// kvmFailure is set when a KVM boot ended before /init: why, in one line.
+	// qemuOutput then holds the last lines of qemu's stderr and of the console.
+	kvmFailure string
+	qemuOutput string
 }
 
-func (b *booter) boot(ctx context.Context, accel string, watch bool) (bootOutcome, error) {
+func (b *booter) boot(ctx context.Context, accel string) (bootOutcome, error) {
 	out := bootOutcome{exitCode: -1}
+	// Every KVM boot is watched: KVM that worked yesterday can fail today (a
+	// nested-virtualisation setting changed), and watching costs a working KVM
+	// nothing.
+	watch := accel == AccelKVM
 	sockets, listeners, err := listenPorts(b.dir)
 	if err != nil {
 		return out, fmt.Errorf("vm: guest port sockets: %w", err)
@@ -281,11 +303,12 @@ func (b *booter) boot(ctx context.Context, accel string, watch bool) (bootOutcom
 	defer timeout.Stop()
 	var firstLineTimer, initTimer <-chan time.Time
 	if watch {
-		firstLineTimer = time.After(kvmFirstLineWithin)
-		initTimer = time.After(kvmInitWithin)
+		firstLineTimer = time.After(b.watch.firstLine)
+		initTimer = time.After(b.watch.init)
 	}
 	var (
-		stopErr  error // why the runner ended qemu, if it did
+		stopErr  error  // why the runner ended qemu, if it did
+		stalled  string // which watch limit a KVM boot missed
 		failMsg  string
 		outErr   error
 		finished bool // the guest reported its status and sent what it had to
@@ -310,6 +333,13 @@ func (b *booter) boot(ctx context.Context, accel string, watch bool) (bootOutcom
 			failMsg = ev.arg
 		}
 	}
+	// A limit that passes while /init's "booted" waits in the channel must not
+	// count: the events are read first.
+	handlePending := func() {
+		for len(events) > 0 {
+			handle(<-events)
+		}
+	}
 	sawFirstLine := false
 	ctxDone := ctx.Done()
 loop:
@@ -328,13 +358,15 @@ loop:
 			sawFirstLine = true
 			firstLine = nil
 		case <-firstLineTimer:
+			handlePending()
 			if !sawFirstLine && out.booted == 0 {
-				out.noProgress = fmt.Errorf("the guest kernel printed nothing within %s", kvmFirstLineWithin)
+				stalled = fmt.Sprintf("the guest kernel printed nothing within %s", b.watch.firstLine)
 				p.kill()
 			}
 		case <-initTimer:
+			handlePending()
 			if out.booted == 0 {
-				out.noProgress = fmt.Errorf("the guest did not reach /init within %s", kvmInitWithin)
+				stalled = fmt.Sprintf("the guest did not reach /init within %s", b.watch.init)
 				p.kill()
 			}
 		case <-grace:
@@ -375,15 +407,15 @@ loop:
 	}
 	drain.Stop()
 	// Late ctl events (the exit line read after qemu ended) still count.
-	for len(events) > 0 {
-		handle(<-events)
-	}
+	handlePending()
 
 	switch {
-	case out.noProgress != nil:
-		return out, nil
 	case stopErr != nil:
 		return out, stopErr
+	case watch && out.booted == 0:
+		out.kvmFailure = kvmFailure(stalled, p, b.qemu)
+		out.qemuOutput = fmt.Sprintf("qemu stderr:\n%s\nconsole:\n%s", p.stderr.lastLines(10), p.console.lastLines(30))
+		return out, nil
 	case failMsg != "":
 		return out, fmt.Errorf("vm: guest /init failed: %s\nconsole:\n%s", failMsg, p.console.lastLines(20))
 	case !out.reported:
