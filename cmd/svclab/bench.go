@@ -19,7 +19,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/bench"
 	"github.com/svclab/svclab/lab/proxy"
-	"github.com/svclab/svclab/lab/vm"
+	"github.com/svclab/svclab/vm"
 )
 
 // benchFlags are `svclab bench`'s flags; lists are comma-separated.

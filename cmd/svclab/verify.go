@@ -18,7 +18,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/verify"
-	"github.com/svclab/svclab/lab/vm"
+	"github.com/svclab/svclab/vm"
 )
 
 // errChecksFailed makes verify exit 1 after it printed its table.

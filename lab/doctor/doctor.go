@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab"
-	"github.com/svclab/svclab/lab/vm"
+	"github.com/svclab/svclab/vm"
 )
 
 // Report is what doctor found.

@@ -9,7 +9,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy"
 	_ "github.com/svclab/svclab/lab/proxy/iptables"
 	_ "github.com/svclab/svclab/lab/proxy/ipvs"
-	"github.com/svclab/svclab/lab/vm"
+	"github.com/svclab/svclab/vm"
 )
 
 // allPresent answers every feature doctor knows with present, but the given

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/svclab/svclab/lab/proxy"
-	"github.com/svclab/svclab/lab/vm"
+	"github.com/svclab/svclab/vm"
 )
 
 // Where a mode can run.

@@ -45,7 +45,7 @@ build=$(mktemp -d "${TMPDIR:-/tmp}/svclab-build.XXXXXX")
 trap 'rm -rf "$build"' EXIT
 mkdir -p "$build/bin" "$build/src"
 
-go build -o "$build/svclab-vm" ./lab/vm/cmd/svclab-vm
+go build -o "$build/svclab-vm" ./vm/cmd/svclab-vm
 # Guest binaries are static: the guest has glibc for its tools, but nothing else.
 CGO_ENABLED=0 go build -o "$build/bin/svclab" ./cmd/svclab
 files=(-f "bin=$build/bin" -f "topologies=$repo/topologies")

@@ -18,7 +18,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/svclab/svclab/lab/vm"
+	"github.com/svclab/svclab/vm"
 )
 
 // pairs is a repeatable KEY=VALUE flag.

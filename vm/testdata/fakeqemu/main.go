@@ -1,4 +1,4 @@
-// Command fakeqemu stands in for qemu-system-x86_64 in lab/vm's accelerator
+// Command fakeqemu stands in for qemu-system-x86_64 in vm's accelerator
 // tests, so that every way a KVM boot can fail is tried on any host, root or
 // not, with or without /dev/kvm. It takes qemu's command line as the runner
 // builds it and reads what to do from the environment:
@@ -12,7 +12,7 @@
 //	FAKEQEMU_LOG     a file each start appends its accelerator to
 //
 // A boot with any other accelerator boots. Booting means speaking the guest's
-// side of the runner's protocol as lab/vm/guest/init.sh does: the kernel's first
+// side of the runner's protocol as vm/guest/init.sh does: the kernel's first
 // line on the console (stdout), then on the virtio serial ports, which qemu
 // connects to the runner's Unix sockets, "svclab booted", "svclab start", the
 // command's output on svclab.stdout, "svclab exit STATUS" and "svclab done".

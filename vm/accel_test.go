@@ -17,7 +17,7 @@ import (
 // image are shared with the real cache, so nothing is downloaded or built twice.
 func TestVMAutoAccelProbesOnce(t *testing.T) {
 	if os.Geteuid() != 0 {
-		t.Fatal("lab/vm tests need root: run them as root (sudo go test ./lab/vm/)")
+		t.Fatal("vm tests need root: run them as root (sudo go test ./vm/)")
 	}
 	real := DefaultCacheDir
 	cache := t.TempDir()

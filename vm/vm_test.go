@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/svclab/svclab/lab/vm"
+	"github.com/svclab/svclab/vm"
 )
 
 // These tests boot real VMs (a few seconds each under TCG), so there are few of
@@ -22,10 +22,10 @@ import (
 func requireVMHost(t *testing.T) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Fatal("lab/vm tests need root: run them as root (sudo go test ./lab/vm/)")
+		t.Fatal("vm tests need root: run them as root (sudo go test ./vm/)")
 	}
 	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Fatal("lab/vm tests need qemu-system-x86_64: run scripts/setup.sh (Debian package qemu-system-x86)")
+		t.Fatal("vm tests need qemu-system-x86_64: run scripts/setup.sh (Debian package qemu-system-x86)")
 	}
 }
 

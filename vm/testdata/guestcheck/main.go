@@ -1,4 +1,4 @@
-// Command guestcheck runs inside svclab's VM during lab/vm's tests. It asks the
+// Command guestcheck runs inside svclab's VM during vm's tests. It asks the
 // guest's kernel and tools for what svclab's IPVS and iptables modes need, prints
 // one line per check on stdout, reports its own details on stderr, writes a
 // result file to /out, and exits 0 only if every check passed.
