@@ -16,7 +16,9 @@ var mode = proxy.Mode{
 	Section:   proxy.SectionIPTables,
 	Variants:  xtables.Variants(),
 	Methods:   []string{ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule},
+	PerRule:   []string{ApplyPerRule},
 	Available: Available,
+	Cleanup:   Cleanup,
 	Diagnostics: func(c proxy.Config) [][]string {
 		return [][]string{{xtables.SaveProgram(c.Backend)}, {"conntrack", "-L"}}
 	},
