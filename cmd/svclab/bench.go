@@ -18,6 +18,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/bench"
+	"github.com/svclab/svclab/lab/bench/report"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/vm"
 )
@@ -48,12 +49,13 @@ func newBenchCommand() *cobra.Command {
 		Use:   "bench [--services LIST] [--endpoints LIST] [--modes LIST] [--reps N] [--out DIR] [--quick]",
 		Short: "Measure rule-update and data-path latency as Services grow: iptables against IPVS",
 		Long: `Program one lab node with N synthetic Services of E endpoints each and measure, for every
-proxy mode and method: the cold sync; changing one Service's endpoints and adding one
-Service with N present (the sync, and the network-programming latency: from the start
-of the update to the first TCP connection through the changed Service that succeeds,
-a new connection attempted every millisecond from a pod); the TCP handshake to the first
-and the last Service and to a pod without NAT; rule counts and kernel memory; and
-svclab's own cost against a bare iptables-restore of the same input.
+proxy mode, variant (iptables: the nft and legacy backends) and method: the cold sync;
+changing one Service's endpoints and adding one Service with N present (the sync, and
+the network-programming latency: from the start of the update to the first TCP
+connection through the changed Service that succeeds, a new connection attempted every
+millisecond from a pod); the TCP handshake to the first and the last Service and to a
+pod without NAT; rule counts and kernel memory; and svclab's own cost against a bare
+apply of the same rules by the mode's own program (iptables-restore).
 
 IPVS needs a kernel with ip_vs. When this kernel lacks it, the modes are compared in
 svclab's VM (all of them in the same guest kernel) and the iptables part also runs
@@ -63,11 +65,12 @@ DIR/summary.md shows both.
 
 The default run finishes within 15 minutes on a 2-core machine: each part has a
 deadline, each update a time budget (repetitions stop early in slow cells, never
-below --min-reps unless one repetition alone exceeds the budget), iptables sizes whose
-cold sync would pass --cold-cap are not run, and the per-rule method stops where a sync
-would pass --per-rule-cap; the summary's notes list every such cut. Flags left unset
-take the part's defaults (the VM part's differ where the flag says). Progress goes to
-stderr.
+below --min-reps unless one repetition alone exceeds the budget), sizes whose cold
+sync would pass --cold-cap are not run, and a method that writes rule by rule (iptables
+per-rule) stops where a sync would pass --per-rule-cap; the summary's notes list every
+such cut. Flags left unset
+take the part's defaults (the VM part's differ where the flag says); --modes alone
+measures those modes' methods and variants. Progress goes to stderr.
 Timings are never pass/fail: the exit status says whether the run completed and its
 output has the expected shape.`,
 		Example: `  svclab bench --quick --out /tmp/bench
@@ -85,13 +88,15 @@ output has the expected shape.`,
 	fs.StringVar(&f.vmServices, "vm-services", "", "N for the part run in the VM, if not --services")
 	fs.StringVar(&f.vmEndpoints, "vm-endpoints", "", "E for the part run in the VM, if not --endpoints")
 	fs.StringVar(&f.modes, "modes", strings.Join(host.Modes, ","), "proxy modes, comma-separated: "+strings.Join(proxy.Modes(), ", "))
-	fs.StringVar(&f.methods, "methods", strings.Join(host.Methods, ","), fmt.Sprintf("iptables methods, comma-separated (VM part: %s)", strings.Join(guest.Methods, ",")))
-	fs.StringVar(&f.backends, "backends", strings.Join(host.Backends, ","), "iptables backends, comma-separated (quick VM part: nft)")
+	fs.StringVar(&f.methods, "methods", strings.Join(host.Methods, ","), fmt.Sprintf("ways of writing, of whichever mode has them (%s), comma-separated; a mode none of whose methods is listed uses its first (VM part: %s)",
+		benchMethodHelp(), strings.Join(guest.Methods, ",")))
+	fs.StringVar(&f.backends, "backends", strings.Join(host.Backends, ","), fmt.Sprintf("variants of the modes that have them (%s), comma-separated; a mode none of whose variants is listed runs its first (quick VM part: %s)",
+		benchVariantHelp(), strings.Join(bench.QuickConfig(bench.WhereVM).Backends, ",")))
 	fs.IntVar(&f.reps, "reps", host.Reps, "repetitions of each update")
 	fs.IntVar(&f.minReps, "min-reps", host.MinReps, "fewest repetitions of an update when its budget runs out")
 	fs.DurationVar(&f.budget, "budget", host.CellBudget, fmt.Sprintf("time the repetitions of one update at one size may take, 0 for no limit (VM part: %s)", guest.CellBudget))
-	fs.DurationVar(&f.coldCap, "cold-cap", host.ColdCap, fmt.Sprintf("longest iptables cold sync; larger sizes of that curve are not run, 0 for no cap (VM part: %s)", guest.ColdCap))
-	fs.DurationVar(&f.perRuleCap, "per-rule-cap", host.PerRuleCap, fmt.Sprintf("longest predicted sync the per-rule method is run for (VM part: %s)", guest.PerRuleCap))
+	fs.DurationVar(&f.coldCap, "cold-cap", host.ColdCap, fmt.Sprintf("longest cold sync; larger sizes of that curve are not run, 0 for no cap (VM part: %s)", guest.ColdCap))
+	fs.DurationVar(&f.perRuleCap, "per-rule-cap", host.PerRuleCap, fmt.Sprintf("longest predicted sync a method that writes rule by rule (iptables per-rule) is run for (VM part: %s)", guest.PerRuleCap))
 	fs.DurationVar(&f.deadline, "deadline", host.Deadline, fmt.Sprintf("time for one part; steps not started by then are not run, 0 for none (VM part: %s)", guest.Deadline))
 	fs.StringVar(&f.out, "out", "svclab-bench", "directory for the results")
 	fs.BoolVar(&f.quick, "quick", false, "smoke run in about a minute: small sizes, few repetitions (flags given explicitly still apply)")
@@ -130,7 +135,7 @@ func benchConfig(fs *pflag.FlagSet, f benchFlags, where string) (bench.Config, e
 		return c, err
 	}
 	if fs.Changed("modes") {
-		c.Modes = splitList(f.modes)
+		c.SetModes(splitList(f.modes))
 	}
 	if fs.Changed("methods") {
 		c.Methods = splitList(f.methods)
@@ -158,6 +163,34 @@ func benchConfig(fs *pflag.FlagSet, f benchFlags, where string) (bench.Config, e
 	}
 	c.Log = os.Stderr
 	return c, c.Validate()
+}
+
+// benchMethodHelp lists each measurable mode's methods.
+func benchMethodHelp() string {
+	return eachBenchMode(func(m proxy.Mode) []string { return m.Methods })
+}
+
+// benchVariantHelp lists each measurable mode's variants.
+func benchVariantHelp() string {
+	return eachBenchMode(func(m proxy.Mode) []string {
+		names := make([]string, len(m.Variants))
+		for i, v := range m.Variants {
+			names[i] = v.Name
+		}
+		return names
+	})
+}
+
+// eachBenchMode is "mode: a, b; ..." over the modes the bench measures by
+// default that have any of what list gives.
+func eachBenchMode(list func(proxy.Mode) []string) string {
+	var parts []string
+	for _, name := range bench.DefaultConfig(bench.WhereHost).Modes {
+		if m, err := proxy.Lookup(name); err == nil && len(list(m)) > 0 {
+			parts = append(parts, name+": "+strings.Join(list(m), ", "))
+		}
+	}
+	return strings.Join(parts, "; ")
 }
 
 func splitList(s string) []string {
@@ -195,8 +228,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	command := "svclab " + strings.Join(os.Args[1:], " ")
 
 	if inGuest() {
-		// The part run in the VM writes a plain report directory (the host
-		// collects /out as DIR/vm).
+		// The part run in the VM writes its record (the host collects /out as
+		// DIR/vm, and draws it with the rest).
 		c, err := benchConfig(fs, f, bench.WhereVM)
 		if err != nil {
 			return usage(err)
@@ -204,7 +237,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if err := runBenchPart(ctx, c, f.out, command); err != nil {
 			return err
 		}
-		return bench.CheckOutput(f.out)
+		return report.CheckRecord(f.out)
 	}
 
 	modes := splitList(f.modes)
@@ -228,7 +261,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		return usage(fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(missing, ", ")))
 	}
 	// A part left from an earlier run must not be shown as this run's.
-	for _, p := range append(slices.Clone(bench.Parts), bench.SummaryFile) {
+	for _, p := range append(slices.Clone(report.Parts), report.SummaryFile) {
 		if err := os.RemoveAll(filepath.Join(f.out, p)); err != nil {
 			return err
 		}
@@ -242,10 +275,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if err != nil {
 			return usage(err)
 		}
-		if err := runBenchPart(ctx, c, filepath.Join(f.out, bench.WhereHost), command); err != nil {
-			return err
-		}
-		return finishBench(f.out, command)
+		return finishBench(f.out, command, runBenchPart(ctx, c, filepath.Join(f.out, bench.WhereHost), command))
 	}
 	// Check both configurations before spending any time. The VM part compares
 	// every mode asked for (or the defaults).
@@ -262,7 +292,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if hostConf, err = benchConfig(fs, f, bench.WhereHost); err != nil {
 			return usage(fmt.Errorf("host part: %w", err))
 		}
-		hostConf.Modes = hostModes
+		hostConf.SetModes(hostModes)
 	}
 	why := "--vm-only"
 	if len(missing) > 0 {
@@ -272,22 +302,14 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		why, strings.Join(vmConf.Modes, ", "), orNone(hostModes))
 	// A failed VM part does not stop the host part (unless the run was
 	// stopped): what it measures is reported, and the run still fails.
-	vmErr := runBenchInVM(ctx, f, vmConf, command)
-	if vmErr != nil && ctx.Err() != nil {
-		return vmErr
+	err = runBenchInVM(ctx, f, vmConf, command)
+	if err != nil && ctx.Err() != nil {
+		return finishBench(f.out, command, err)
 	}
 	if len(hostModes) > 0 {
-		if err := runBenchPart(ctx, hostConf, filepath.Join(f.out, bench.WhereHost), command); err != nil {
-			return errors.Join(vmErr, err)
-		}
+		err = errors.Join(err, runBenchPart(ctx, hostConf, filepath.Join(f.out, bench.WhereHost), command))
 	}
-	if vmErr != nil {
-		if _, err := os.Stat(filepath.Join(f.out, bench.WhereVM, bench.ResultsFile)); err == nil {
-			vmErr = errors.Join(vmErr, bench.Combine(f.out, command))
-		}
-		return vmErr
-	}
-	return finishBench(f.out, command)
+	return finishBench(f.out, command, err)
 }
 
 func orNone(v []string) string {
@@ -297,15 +319,15 @@ func orNone(v []string) string {
 	return strings.Join(v, ", ")
 }
 
-// runBenchPart runs one part on this kernel and writes its report directory. A
-// run that failed part-way still writes what it measured, then fails.
+// runBenchPart runs one part on this kernel and writes its record. A run that
+// failed part-way still writes what it measured, then fails.
 func runBenchPart(ctx context.Context, c bench.Config, dir, command string) error {
 	rep, err := bench.Run(ctx, c)
 	if rep == nil {
 		return err
 	}
 	rep.Command = command
-	if werr := rep.Write(dir); werr != nil {
+	if werr := report.WriteRecord(dir, rep); werr != nil {
 		return errors.Join(err, werr)
 	}
 	fmt.Fprintf(os.Stderr, "svclab: bench (%s) wrote %s in %s\n", c.Where, dir, rep.Elapsed.Round(time.Second))
@@ -346,14 +368,14 @@ func runBenchInVM(ctx context.Context, f benchFlags, c bench.Config, command str
 	}
 	// The guest cannot know how it was run: record the accelerator and the
 	// command given on the host.
-	rep, err := bench.Load(dir)
+	rep, err := report.Load(dir)
 	if err != nil {
 		return fmt.Errorf("VM part: %w", err)
 	}
 	rep.Machine.Accel = res.Accel
 	rep.Machine.HostLoad = loadStart + " at the start, " + bench.LoadAvg() + " at the end"
 	rep.Command = command + "  (in the VM: " + strings.Join(args, " ") + ")"
-	return rep.Write(dir)
+	return report.WriteRecord(dir, rep)
 }
 
 func joinInts(v []int) string {
@@ -364,14 +386,26 @@ func joinInts(v []int) string {
 	return strings.Join(s, ",")
 }
 
-// finishBench writes the combined summary and checks the output's shape.
-func finishBench(out, command string) error {
-	if err := bench.Combine(out, command); err != nil {
-		return err
+// finishBench draws what the parts recorded (each plot once) and writes the
+// combined summary, also when a part failed (runErr), so that what was
+// measured is shown; then it checks the output's shape, unless a part failed.
+func finishBench(out, command string, runErr error) error {
+	recorded := slices.ContainsFunc(report.Parts, func(p string) bool {
+		_, err := os.Stat(filepath.Join(out, p, report.ResultsFile))
+		return err == nil
+	})
+	if !recorded && runErr != nil {
+		return runErr
 	}
-	if err := bench.CheckOutput(out); err != nil {
+	if err := report.Publish(out, command); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if err := report.CheckOutput(out); err != nil {
 		return fmt.Errorf("bench output in %s is incomplete:\n%w", out, err)
 	}
-	fmt.Fprintf(os.Stderr, "svclab: bench results in %s (summary: %s)\n", out, filepath.Join(out, bench.SummaryFile))
+	fmt.Fprintf(os.Stderr, "svclab: bench results in %s (summary: %s)\n", out, filepath.Join(out, report.SummaryFile))
 	return nil
 }

@@ -8,22 +8,6 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/proxy"
-	"github.com/svclab/svclab/lab/proxy/iptables"
-	xt "github.com/svclab/svclab/lab/proxy/xtables"
-)
-
-// Methods of the iptables mode the bench compares: the iptables proxier's
-// apply methods (proxy.Options.Apply values).
-const (
-	MethodFull    = iptables.ApplyFull
-	MethodPartial = iptables.ApplyPartial
-	MethodChanged = iptables.ApplyChanged
-	MethodPerRule = iptables.ApplyPerRule
-	// MethodNetlink is how the IPVS mode writes: incremental netlink calls.
-	MethodNetlink = "netlink"
-	// methodSync labels any other registered mode, whose way of writing the bench
-	// does not know.
-	methodSync = "sync"
 )
 
 // Config says what to measure. DefaultConfig and QuickConfig fill it; the CLI
@@ -34,10 +18,15 @@ type Config struct {
 	// Services (N) and Endpoints (E) per Service, every pair measured.
 	Services  []int
 	Endpoints []int
-	// Modes are proxy modes ("iptables", "ipvs").
+	// Modes are registered proxy modes that have a proxier of their own.
 	Modes []string
-	// Methods and Backends apply to the iptables mode.
-	Methods  []string
+	// Methods are the ways of writing measured (proxy.Mode.Methods), of
+	// whichever mode has them; a mode none of whose methods is listed is
+	// measured with its default one, its first.
+	Methods []string
+	// Backends are the variants measured (proxy.Variant.Name: iptables' xtables
+	// backends), of whichever mode has them; a mode with variants none of
+	// which is listed is measured in its first.
 	Backends []string
 	// Reps is how many times each update is repeated (at least 20 for the
 	// percentiles the issue asks for).
@@ -48,21 +37,22 @@ type Config struct {
 	// The summary names every cell cut short.
 	MinReps    int
 	CellBudget time.Duration
-	// ColdCap bounds the cold sync of the restore methods: a size whose cold
-	// sync, extrapolated from the smaller ones, would take longer is not run,
-	// and one that runs longer is stopped (iptables-restore is killed); either
-	// way the curve stops there and a note says so. Zero: no cap.
+	// ColdCap bounds the cold sync a lab starts with: a size whose cold sync,
+	// extrapolated from the smaller ones, would take longer is not run, and one
+	// that runs longer is stopped (the program writing it is killed); either way
+	// the curve stops there and a note says so. Zero: no cap.
 	ColdCap time.Duration
 	// Deadline bounds the whole run: labs, and steps of a lab, not started by
 	// then are not run (nor labs predicted to end past it), and notes say
 	// which. Zero: no deadline.
 	Deadline time.Duration
-	// PerRuleCap bounds one sync by the per-rule method, which grows with the
-	// square of the table: a size whose predicted sync exceeds it is not run, and
-	// the summary says where the method was cut.
+	// PerRuleCap bounds one sync by a method that writes one rule per program
+	// run (proxy.Mode.PerRule), which grows with the square of the table and
+	// cannot be stopped part-way: a size, or an update, whose sync is predicted
+	// to exceed it is not run, and the summary says where the method was cut.
 	PerRuleCap time.Duration
-	// OverheadPairs is how many times svclab's cold sync and a bare
-	// iptables-restore of the same input alternate.
+	// OverheadPairs is how many times svclab's cold sync and a bare apply of
+	// the same rules by the mode's own program (proxy.BareApplier) alternate.
 	OverheadPairs int
 	// Connects is how many connections the data path makes to each target.
 	Connects int
@@ -98,17 +88,15 @@ func DefaultConfig(where string) Config {
 		Name:       "bench",
 		Services:   []int{100, 1000, 5000, 10000},
 		Endpoints:  []int{2, 10},
-		Modes:      []string{"iptables", "ipvs"},
-		Methods:    []string{MethodFull, MethodPartial, MethodChanged, MethodPerRule},
-		Backends:   []string{"nft", "legacy"},
+		Modes:      measurableModes(),
 		Reps:       20,
 		MinReps:    3,
 		CellBudget: 6 * time.Second,
 		PerRuleCap: 8 * time.Second,
 		ColdCap:    40 * time.Second,
-		// Eight minutes on the host leaves room for nft at 10000×2 (a cold
-		// sync of about 20 s, three minutes for the step) beside the VM part's
-		// five and a half within the 15-minute default run.
+		// Eight minutes on the host leaves room for iptables nft at 10000×2 (a
+		// cold sync of about 20 s, three minutes for the step) beside the VM
+		// part's five and a half within the 15-minute default run.
 		Deadline:       480 * time.Second,
 		OverheadPairs:  3,
 		Connects:       200,
@@ -118,12 +106,13 @@ func DefaultConfig(where string) Config {
 		Grace:          5 * time.Second,
 		Where:          where,
 	}
+	c.Methods, c.Backends = allMethods(c.Modes), allVariants(c.Modes)
 	if where == WhereVM {
-		// In the VM, IPVS against kube-proxy's own iptables method (partial),
-		// E=2: the whole grid would take an hour there. The host part has every
-		// iptables method and both E.
+		// In the VM, the modes against each other, each with its default
+		// method (kube-proxy's own: for iptables, partial), E=2: the whole grid
+		// would take an hour there. The host part has every method and both E.
 		c.Endpoints = []int{2}
-		c.Methods = []string{MethodPartial}
+		c.Methods = defaultMethods(c.Modes)
 		c.CellBudget = 5 * time.Second
 		c.PerRuleCap = 20 * time.Second
 		c.ColdCap = 60 * time.Second
@@ -137,8 +126,8 @@ func DefaultConfig(where string) Config {
 }
 
 // QuickConfig is the smoke run, to check the output's shape in about a minute:
-// two small sizes, few repetitions; on the host every method and backend, in
-// the VM every mode but iptables with its default method and backend only.
+// two small sizes, few repetitions; on the host every method and variant, in
+// the VM every mode with its default method and first variant only.
 func QuickConfig(where string) Config {
 	c := DefaultConfig(where)
 	c.Services = []int{20, 200}
@@ -152,8 +141,7 @@ func QuickConfig(where string) Config {
 	c.OverheadPairs = 2
 	c.Connects = 20
 	if where == WhereVM {
-		c.Methods = []string{MethodPartial}
-		c.Backends = []string{"nft"}
+		c.Methods, c.Backends = defaultMethods(c.Modes), firstVariants(c.Modes)
 		c.Reps, c.MinReps = 2, 1
 		c.CellBudget = 2 * time.Second
 		c.Connects = 10
@@ -186,25 +174,12 @@ func (c *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("endpoints %d: want 1 to %d", e, MaxEndpoints))
 		}
 	}
-	for _, m := range c.Modes {
-		if _, err := proxy.Lookup(m); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if slices.Contains(c.Modes, "iptables") {
-		for _, m := range c.Methods {
-			if !slices.Contains([]string{MethodFull, MethodPartial, MethodChanged, MethodPerRule}, m) {
-				errs = append(errs, fmt.Errorf("iptables method %q: want full, partial, changed or per-rule", m))
-			}
-		}
-		for _, b := range c.Backends {
-			if _, err := xt.BackendFor(b); err != nil {
-				errs = append(errs, err)
-			}
-		}
-		if len(c.Methods) == 0 || len(c.Backends) == 0 {
-			errs = append(errs, errors.New("iptables needs at least one method and one backend"))
-		}
+	measured, err := c.Measured()
+	if err != nil {
+		errs = append(errs, err)
+	} else {
+		errs = append(errs, unclaimed("method", c.Methods, measured, func(m proxy.Mode) []string { return m.Methods })...)
+		errs = append(errs, unclaimed("backend", c.Backends, measured, variantNames)...)
 	}
 	if c.Reps < 1 || c.MinReps < 1 || c.OverheadPairs < 1 || c.Connects < 1 {
 		errs = append(errs, errors.New("reps, minimum reps, overhead pairs and connects must be at least 1"))
@@ -233,11 +208,3 @@ func (c *Config) proberConfig() proberConfig {
 }
 
 func (c *Config) maxEndpoints() int { return slices.Max(c.Endpoints) }
-
-// methodOf names how a non-iptables mode writes.
-func methodOf(mode string) string {
-	if mode == "ipvs" {
-		return MethodNetlink
-	}
-	return methodSync
-}

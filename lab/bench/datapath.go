@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"net/netip"
-	"slices"
 	"time"
 )
 
@@ -19,13 +18,13 @@ func (r *runner) baseline(ctx context.Context, nd *node, g group) error {
 	if err != nil {
 		return err
 	}
-	// The rows go with the data path's: the first restore method's.
-	subjects := r.subjects(g)
-	s := subjects[0]
-	if i := slices.IndexFunc(subjects, func(s subject) bool { return s.method != MethodPerRule }); i >= 0 {
-		s = subjects[i]
+	// The rows go with the data path's: the first method that writes the whole
+	// table at once, which makes the cold sync.
+	method := g.m.Methods[0]
+	if shared, _ := g.split(); len(shared) > 0 {
+		method = shared[0]
 	}
-	r.connectRows(s, g.n, g.e, "connect_baseline", to, samples[0], failures[0])
+	r.connectRows(g.subject(method), g.n, g.e, "connect_baseline", to, samples[0], failures[0])
 	return nil
 }
 
@@ -33,12 +32,12 @@ func (r *runner) baseline(ctx context.Context, nd *node, g group) error {
 // connection is a finding, reported with the first error, not a reason to
 // stop (seen in IPVS mode, for a few connections straight to a pod that had
 // just been reached through ClusterIPs from the same client).
-func (r *runner) connectRows(s subject, n, e int, metric string, to netip.AddrPort, samples []time.Duration, f connectFailures) {
+func (r *runner) connectRows(s Subject, n, e int, metric string, to netip.AddrPort, samples []time.Duration, f connectFailures) {
 	for rep, d := range samples {
 		r.addDuration(s, n, e, metric, rep, d)
 	}
 	if f.n > 0 {
-		r.add(s, n, e, metric+"_failures", 0, float64(f.n), unitCount)
+		r.add(s, n, e, metric+"_failures", 0, float64(f.n), UnitCount)
 		r.note("%s N=%d E=%d data path: %d of %d connections to %s (%s) failed; the first: %v", s, n, e, f.n, f.n+len(samples), to, metric, f.first)
 	}
 }
@@ -46,8 +45,8 @@ func (r *runner) connectRows(s subject, n, e int, metric string, to netip.AddrPo
 // dataPath times TCP handshakes from the client pod to the first and the last
 // Service in the table and, without NAT, to a backend pod. The rows carry the
 // method that installed the rules; the rules, and so the data path, are the
-// same whichever restore method wrote them.
-func (r *runner) dataPath(ctx context.Context, nd *node, st *state, s subject) error {
+// same whichever of the methods that share the cold sync wrote them.
+func (r *runner) dataPath(ctx context.Context, nd *node, st *state, s Subject) error {
 	pod := nd.bk.realEndpoints(1, true)[0]
 	metrics := []string{"connect_first", "connect_last", "connect_pod"}
 	addrs := []netip.AddrPort{st.target(st.first()), st.target(st.last()), netip.AddrPortFrom(pod.IP, uint16(pod.Port))}

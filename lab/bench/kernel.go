@@ -2,15 +2,10 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strconv"
 	"strings"
-
-	"github.com/svclab/svclab/lab/namespaces"
 )
 
 // kernelMemory is the kernel's unreclaimable memory as /proc/meminfo reports it:
@@ -50,33 +45,4 @@ func kernelMemory() (int64, error) {
 		return 0, fmt.Errorf("/proc/meminfo: found %d of SUnreclaim, VmallocUsed, Percpu", found)
 	}
 	return total, sc.Err()
-}
-
-// ipvsCounts counts the virtual servers and real servers in /proc/net/ip_vs of
-// the node's namespace (IPVS tables are per namespace); ok is false when the
-// kernel has no IPVS. The file is read through /proc/thread-self: /proc/net is
-// /proc/self/net, which shows the namespace of the process's main thread, not
-// of the thread switched into the node's.
-func ipvsCounts(ns string) (services, reals int, ok bool, err error) {
-	var data []byte
-	err = namespaces.Do(ns, func() error {
-		var rerr error
-		data, rerr = os.ReadFile("/proc/thread-self/net/ip_vs")
-		return rerr
-	})
-	if errors.Is(err, fs.ErrNotExist) {
-		return 0, 0, false, nil
-	}
-	if err != nil {
-		return 0, 0, false, err
-	}
-	for _, l := range bytes.Split(data, []byte("\n")) {
-		switch {
-		case bytes.HasPrefix(l, []byte("TCP ")), bytes.HasPrefix(l, []byte("UDP ")), bytes.HasPrefix(l, []byte("SCTP ")), bytes.HasPrefix(l, []byte("FWM ")):
-			services++
-		case bytes.HasPrefix(bytes.TrimSpace(l), []byte("-> ")) && !bytes.Contains(l, []byte("RemoteAddress")):
-			reals++
-		}
-	}
-	return services, reals, true, nil
 }

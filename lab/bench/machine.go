@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
 // Machine records where a run took place.
@@ -17,7 +18,8 @@ type Machine struct {
 	Where string `json:"where"`
 	// Kernel is uname's release and version.
 	Kernel string `json:"kernel"`
-	// IPTables maps each backend to its `iptables --version` line.
+	// IPTables maps each xtables backend measured to its `iptables --version`
+	// line.
 	IPTables map[string]string `json:"iptables,omitempty"`
 	CPU      string            `json:"cpu"`
 	CPUs     int               `json:"cpus"`
@@ -52,7 +54,9 @@ func LoadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-func readMachine(where string, backends []string) Machine {
+// readMachine records this machine, and the version of the xtables programs
+// of every variant measured that names a backend.
+func readMachine(where string, measured []Measured) Machine {
 	m := Machine{Where: where, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), KubeProxy: proxy.DefaultVersion.String(), LoadStart: LoadAvg()}
 	var uts [2]string
 	for i, f := range []string{"/proc/sys/kernel/osrelease", "/proc/sys/kernel/version"} {
@@ -89,13 +93,26 @@ func readMachine(where string, backends []string) Machine {
 		f.Close()
 	}
 	m.IPTables = map[string]string{}
-	for _, b := range backends {
-		out, err := exec.Command("iptables-"+b, "--version").Output()
-		if err != nil {
-			m.IPTables[b] = "unknown: " + err.Error()
-			continue
+	for _, me := range measured {
+		for _, v := range me.Variants {
+			if v.Backend == "" || m.IPTables[v.Backend] != "" {
+				continue
+			}
+			m.IPTables[v.Backend] = xtablesVersion(v.Backend)
 		}
-		m.IPTables[b] = strings.TrimSpace(string(out))
 	}
 	return m
+}
+
+// xtablesVersion is `iptables --version` of the backend called name.
+func xtablesVersion(name string) string {
+	b, err := xtables.BackendFor(name)
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	out, err := exec.Command(b.IPTables, "--version").Output()
+	if err != nil {
+		return "unknown: " + err.Error()
+	}
+	return strings.TrimSpace(string(out))
 }

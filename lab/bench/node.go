@@ -110,13 +110,6 @@ func (n *node) down() error {
 
 // timedSync runs one Sync and times it from the caller's side, the same way for
 // every mode.
-// targetFor is the node's target with the xtables backend and method set.
-func (nd *node) targetFor(backend, method string) proxy.Target {
-	t := nd.target
-	t.Config.Backend, t.Config.Method = backend, method
-	return t
-}
-
 func timedSync(ctx context.Context, p proxy.Proxier, ports []proxy.ServicePort) (time.Duration, error) {
 	start := time.Now()
 	err := p.Sync(ctx, proxy.StateOf(ports))

@@ -1,20 +1,23 @@
 package bench
 
 import (
-	"encoding/csv"
-	"fmt"
-	"io"
-	"math"
-	"os"
-	"strconv"
+	"strings"
 	"sync"
+	"time"
 )
 
-// Row is one measurement. Mode is the proxy mode ("iptables", "ipvs"); Method how
-// the rules are written (iptables: full, partial, changed, per-rule; IPVS:
-// netlink); Backend the iptables backend ("nft", "legacy"; empty for IPVS);
-// Services and Endpoints are N and E; Rep numbers repeated samples of one
-// metric from 0.
+// Row is one measurement. Mode is the proxy mode; Method how the rules are
+// written (one of the mode's Methods, or BareMethod); Backend the mode's
+// variant (its Name; empty for a mode without variants); Services and
+// Endpoints are N and E; Rep numbers repeated samples of one metric from 0.
+//
+// Metrics: PHASE_sync is a sync as the bench timed it, PHASE being cold (from
+// an empty node), restart (a new proxier over the rules there), change or add;
+// PHASE_part_NAME the parts of it the proxier reports, PHASE_own those that are
+// not housekeeping (proxy.Part), PHASE_NAME the counts it reports;
+// PHASE_programming, PHASE_poll_interval and PHASE_failed the prober's;
+// kernel_memory and kernel_NAME what the kernel holds after the cold sync;
+// connect_TARGET the data path's handshakes and connect_TARGET_failures.
 type Row struct {
 	Mode      string
 	Method    string
@@ -27,15 +30,39 @@ type Row struct {
 	Unit      string
 }
 
-// CSVHeader is the first line of results.csv.
-var CSVHeader = []string{"mode", "method", "backend", "services", "endpoints", "metric", "rep", "value", "unit"}
+// Subject is one mode, method and variant: one line on the plots.
+type Subject struct {
+	Mode, Method, Backend string
+}
+
+// SubjectOf is the subject a row measures.
+func SubjectOf(r Row) Subject { return Subject{r.Mode, r.Method, r.Backend} }
+
+func (s Subject) String() string {
+	out := s.Mode + "/" + s.Method
+	if s.Backend != "" {
+		out += "/" + s.Backend
+	}
+	return out
+}
+
+// Bare is the subject of the bare apply set beside s's cold sync.
+func (s Subject) Bare() Subject { return Subject{s.Mode, BareMethod, s.Backend} }
 
 // Units.
 const (
-	unitSeconds = "s"
-	unitCount   = "count"
-	unitBytes   = "bytes"
+	UnitSeconds = "s"
+	UnitCount   = "count"
+	UnitBytes   = "bytes"
 )
+
+// unitOfCount is the unit of a count a proxier reports (proxy.SyncStats).
+func unitOfCount(name string) string {
+	if strings.HasSuffix(name, "_bytes") {
+		return UnitBytes
+	}
+	return UnitCount
+}
 
 // Results collects rows as they are measured. Safe for concurrent use.
 type Results struct {
@@ -57,71 +84,15 @@ func (r *Results) Rows() []Row {
 	return append([]Row(nil), r.rows...)
 }
 
-// WriteCSV writes the header and every row.
-func WriteCSV(w io.Writer, rows []Row) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(CSVHeader); err != nil {
-		return err
-	}
-	for _, r := range rows {
-		rec := []string{r.Mode, r.Method, r.Backend, strconv.Itoa(r.Services), strconv.Itoa(r.Endpoints),
-			r.Metric, strconv.Itoa(r.Rep), strconv.FormatFloat(r.Value, 'g', 9, 64), r.Unit}
-		if err := cw.Write(rec); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
-}
-
-// ReadCSV reads what WriteCSV wrote, checking the header and every field.
-func ReadCSV(rd io.Reader) ([]Row, error) {
-	cr := csv.NewReader(rd)
-	cr.FieldsPerRecord = len(CSVHeader)
-	head, err := cr.Read()
-	if err != nil {
-		return nil, fmt.Errorf("header: %w", err)
-	}
-	for i, h := range CSVHeader {
-		if head[i] != h {
-			return nil, fmt.Errorf("header column %d is %q, want %q", i+1, head[i], h)
-		}
-	}
-	var rows []Row
-	for line := 2; ; line++ {
-		rec, err := cr.Read()
-		if err == io.EOF {
-			return rows, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		r := Row{Mode: rec[0], Method: rec[1], Backend: rec[2], Metric: rec[5], Unit: rec[8]}
-		ints := []struct {
-			p    *int
-			text string
-		}{{&r.Services, rec[3]}, {&r.Endpoints, rec[4]}, {&r.Rep, rec[6]}}
-		for _, f := range ints {
-			if *f.p, err = strconv.Atoi(f.text); err != nil {
-				return nil, fmt.Errorf("line %d: %w", line, err)
-			}
-		}
-		if r.Value, err = strconv.ParseFloat(rec[7], 64); err != nil || math.IsNaN(r.Value) || math.IsInf(r.Value, 0) {
-			return nil, fmt.Errorf("line %d: value %q is not a finite number", line, rec[7])
-		}
-		rows = append(rows, r)
-	}
-}
-
-// writeCSVFile writes rows to path.
-func writeCSVFile(path string, rows []Row) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if err := WriteCSV(f, rows); err != nil {
-		f.Close()
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return f.Close()
+// Report is one run's measurements and what is known about them.
+type Report struct {
+	Config  Config
+	Machine Machine
+	// Command is the command line that made the run, for the summary.
+	Command string
+	Started time.Time
+	Elapsed time.Duration
+	Rows    []Row
+	// Notes say what was cut short or failed, and why.
+	Notes []string
 }

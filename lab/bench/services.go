@@ -144,6 +144,22 @@ func (s *state) target(i int) netip.AddrPort {
 // current is the state as it stands, for a sync.
 func (s *state) current() []proxy.ServicePort { return s.ports }
 
+// clone is a copy of s that can be updated without changing s (the slices
+// are shared, and each update makes new ones).
+func (s *state) clone() *state {
+	c := *s
+	return &c
+}
+
+// next makes repetition rep of ph: the new state and where the changed Service
+// is reached.
+func (s *state) next(ph phase, rep int) ([]proxy.ServicePort, netip.AddrPort) {
+	if ph == phaseAdd {
+		return s.addService()
+	}
+	return s.openProbe(rep)
+}
+
 // openProbe moves probe k's endpoints from closed ports to open ones, the only
 // change from the current state, and returns the new state and where the probe
 // is reached. A new slice is made so the state a proxier was given is never

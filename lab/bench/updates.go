@@ -24,20 +24,43 @@ var (
 )
 
 // updates repeats both kinds of update with proxier p, which has st installed:
-// endpoint changes first, with exactly N Services present, then additions.
-func (r *runner) updates(ctx context.Context, nd *node, st *state, p proxy.Proxier, s subject, phases ...phase) error {
-	if len(phases) == 0 {
-		phases = []phase{phaseChange, phaseAdd}
-	}
-	for _, ph := range phases {
-		if r.outOfTime(s, group{s.mode, s.backend, st.n, st.e}) {
+// endpoint changes first, with exactly N Services present, then additions. A
+// method that writes rule by rule, whose syncs cannot be stopped, skips an
+// update whose one repetition its proxier estimates past PerRuleCap (adding a
+// Service rewrites the whole KUBE-SERVICES chain, say), and a note says so.
+func (r *runner) updates(ctx context.Context, nd *node, st *state, p proxy.Proxier, g group, s Subject) error {
+	for _, ph := range []phase{phaseChange, phaseAdd} {
+		if r.outOfTime(s, g) {
 			return nil
+		}
+		skip, err := r.tooSlow(ctx, st, p, g, s, ph)
+		if err != nil {
+			return err
+		}
+		if skip {
+			continue
 		}
 		if err := r.repeat(ctx, nd, st, p, s, ph); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// tooSlow tells whether one repetition of ph by p, a proxier of a method that
+// writes rule by rule, is estimated past PerRuleCap, and notes it when so.
+func (r *runner) tooSlow(ctx context.Context, st *state, p proxy.Proxier, g group, s Subject, ph phase) (bool, error) {
+	est, ok := p.(proxy.SyncEstimator)
+	if !ok || !g.m.Mode.WritesPerRule(s.Method) {
+		return false, nil
+	}
+	next, _ := st.clone().next(ph, 0)
+	d, why, err := est.EstimateSync(ctx, proxy.StateOf(next))
+	if err != nil || d <= r.c.PerRuleCap {
+		return false, err
+	}
+	r.note("%s N=%d E=%d %s: not run: a repetition would take about %s (%s; cap %s)", s, st.n, st.e, ph.name, d.Round(time.Second), why, r.c.PerRuleCap)
+	return true, nil
 }
 
 // repetitions decides whether repetition rep (0-based) of a cell that started at
@@ -64,7 +87,7 @@ func (r *runner) repetitions(rep int, start time.Time) bool {
 
 // repeat measures one kind of update up to Reps times: the sync's duration and
 // the network-programming latency seen by the prober.
-func (r *runner) repeat(ctx context.Context, nd *node, st *state, p proxy.Proxier, s subject, ph phase) error {
+func (r *runner) repeat(ctx context.Context, nd *node, st *state, p proxy.Proxier, s Subject, ph phase) error {
 	n, e := st.n, st.e
 	start := time.Now()
 	failed, rep := 0, 0
@@ -75,13 +98,7 @@ func (r *runner) repeat(ctx context.Context, nd *node, st *state, p proxy.Proxie
 		r.note("%s N=%d E=%d %s: only %d probe Services fit between the first and the last, so %d repetitions", s, n, e, ph.name, limit, limit)
 	}
 	for ; rep < limit && r.repetitions(rep, start); rep++ {
-		var next []proxy.ServicePort
-		var to netip.AddrPort
-		if ph == phaseAdd {
-			next, to = st.addService()
-		} else {
-			next, to = st.openProbe(rep)
-		}
+		next, to := st.next(ph, rep)
 		if rep == 0 {
 			if err := r.mustNotAnswer(nd, to); err != nil {
 				return fmt.Errorf("%s before the update: %w", ph.name, err)
@@ -94,17 +111,13 @@ func (r *runner) repeat(ctx context.Context, nd *node, st *state, p proxy.Proxie
 		if err != nil {
 			return fmt.Errorf("%s sync: %w", ph.name, err)
 		}
-		r.addDuration(s, n, e, ph.name+"_sync", rep, sd)
-		r.addParts(s, n, e, ph.name, rep, p)
-		if ss, ok := p.(syncStatser); ok {
-			r.add(s, n, e, ph.name+"_rules_written", rep, float64(ss.LastSync().RulesWritten), unitCount)
-		}
+		r.recordSync(s, n, e, ph.name, rep, sd, p)
 		if perr != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
 			failed++
-			r.add(s, n, e, ph.name+"_failed", rep, 1, unitCount)
+			r.add(s, n, e, ph.name+"_failed", rep, 1, UnitCount)
 			r.note("%s N=%d E=%d %s repetition %d: %v", s, n, e, ph.name, rep, perr)
 			continue
 		}

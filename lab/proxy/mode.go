@@ -55,6 +55,12 @@ type Mode struct {
 	// Methods are the ways svclab's proxier writes a change (Config.Method), its
 	// default first.
 	Methods []string
+	// PerRule are the Methods that write one rule per program run rather than
+	// a whole sync in one: such a sync costs a run, whose cost grows with the
+	// table, for every chain and rule, and it cannot be stopped part-way.
+	// Benchmarks measure them from an empty node of their own and estimate
+	// their syncs beforehand (SyncEstimator) rather than stop one.
+	PerRule []string
 	// New makes svclab's proxier for one node; nil when svclab has no proxier
 	// of its own for the mode.
 	New func(t Target) (Proxier, error)
@@ -72,6 +78,10 @@ type Mode struct {
 	// `svclab doctor` probes them under (lab/doctor): its answer for a mode comes
 	// from this list, so a new mode declares what it needs here.
 	Kernel []string
+	// Cleanup takes what the mode installs off t's node, leaving it as a fresh
+	// one, as kube-proxy's --cleanup does; nil when the mode's rules go only
+	// with the node's namespace.
+	Cleanup func(t Target) error
 }
 
 // Dataplane is how a mode's rules behave, as far as verify must know.
@@ -148,6 +158,9 @@ func (m Mode) VariantOf(c Config) Variant {
 	}
 	return Variant{}
 }
+
+// WritesPerRule tells whether method is one of m's PerRule methods.
+func (m Mode) WritesPerRule(method string) bool { return slices.Contains(m.PerRule, method) }
 
 // CheckMethod tells whether svclab's proxier for m writes with method (empty is
 // the default).

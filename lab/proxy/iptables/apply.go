@@ -108,18 +108,7 @@ func staleChains(last, next *Ruleset, table string) []string {
 // added, and a stale chain is deleted only once nothing jumps to it.
 func (p *Proxier) writePerRule(rs *Ruleset, full bool) error {
 	t := time.Now()
-	type tableChain struct {
-		table string
-		c     *Chain
-	}
-	var todo []tableChain
-	for _, tb := range rs.Tables {
-		for _, c := range tb.Chains {
-			if full || chainChanged(p.last, tb.Name, c) {
-				todo = append(todo, tableChain{tb.Name, c})
-			}
-		}
-	}
+	todo := perRuleChains(p.last, rs, full)
 	stale := map[string][]string{}
 	if full {
 		ts := time.Now()
@@ -182,6 +171,26 @@ func (p *Proxier) writePerRule(rs *Ruleset, full bool) error {
 		}
 	}
 	return nil
+}
+
+// tableChain is a chain and the table it is in.
+type tableChain struct {
+	table string
+	c     *Chain
+}
+
+// perRuleChains are the chains of rs the per-rule method writes after last:
+// every chain on a full sync, else those that are new or whose rules changed.
+func perRuleChains(last, rs *Ruleset, full bool) []tableChain {
+	var todo []tableChain
+	for _, tb := range rs.Tables {
+		for _, c := range tb.Chains {
+			if full || chainChanged(last, tb.Name, c) {
+				todo = append(todo, tableChain{tb.Name, c})
+			}
+		}
+	}
+	return todo
 }
 
 // setupPerRule carries out the single-call steps with go-iptables.

@@ -207,8 +207,9 @@ func (p *Proxier) Stats() proxy.SyncStats {
 	s := p.LastSync()
 	return proxy.SyncStats{
 		Total: s.Total,
-		Parts: []proxy.Part{{Name: "generate", D: s.Generate}, {Name: "setup", D: s.Setup}, {Name: "save", D: s.Save},
-			{Name: "write", D: s.Write}, {Name: "conntrack", D: s.Conntrack}},
+		Parts: []proxy.Part{{Name: "generate", D: s.Generate}, {Name: "setup", D: s.Setup, Housekeeping: true},
+			{Name: "save", D: s.Save, Housekeeping: true}, {Name: "write", D: s.Write},
+			{Name: "conntrack", D: s.Conntrack, Housekeeping: true}},
 		Counts: []proxy.Count{{Name: "rules", N: s.Rules}, {Name: "chains", N: s.Chains}, {Name: "rules_written", N: s.RulesWritten},
 			{Name: "chains_written", N: s.ChainsWritten}, {Name: "commands", N: s.Commands}, {Name: "restore_bytes", N: s.RestoreBytes}},
 	}

@@ -217,7 +217,10 @@ func (p *Proxier) Stats() proxy.SyncStats {
 	s := p.LastSync()
 	return proxy.SyncStats{
 		Total: s.Total,
-		Parts: []proxy.Part{{Name: "iptables", D: s.IPTables}, {Name: "ipvs", D: s.IPVS}, {Name: "ipsets", D: s.IPSets}, {Name: "conntrack", D: s.Conntrack}},
+		// Its iptables part ensures kube-proxy's chains and jumps and writes a
+		// few rules that do not grow with the Services (they match ipsets).
+		Parts: []proxy.Part{{Name: "iptables", D: s.IPTables, Housekeeping: true}, {Name: "ipvs", D: s.IPVS},
+			{Name: "ipsets", D: s.IPSets}, {Name: "conntrack", D: s.Conntrack, Housekeeping: true}},
 		Counts: []proxy.Count{{Name: "virtual_servers", N: s.VirtualServers}, {Name: "real_servers", N: s.RealServers},
 			{Name: "set_entries", N: s.SetEntries}, {Name: "netlink_calls", N: s.NetlinkCalls}, {Name: "commands", N: s.Commands}},
 	}

@@ -1,17 +1,19 @@
-package bench
+package report
 
 import (
 	"bytes"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/svclab/svclab/lab/bench"
 )
 
 func TestCSVRoundTrip(t *testing.T) {
-	rows := []Row{
-		{Mode: "iptables", Method: "partial", Backend: "nft", Services: 1000, Endpoints: 2, Metric: "add_sync", Rep: 3, Value: 0.123456789, Unit: unitSeconds},
-		{Mode: "ipvs", Method: "netlink", Services: 10000, Endpoints: 10, Metric: "real_servers", Value: 100000, Unit: unitCount},
-		{Mode: "iptables", Method: "full", Backend: "legacy", Services: 100, Endpoints: 2, Metric: "kernel_memory", Value: -4096, Unit: unitBytes},
+	rows := []bench.Row{
+		{Mode: "iptables", Method: "partial", Backend: "nft", Services: 1000, Endpoints: 2, Metric: "add_sync", Rep: 3, Value: 0.123456789, Unit: bench.UnitSeconds},
+		{Mode: "ipvs", Method: "netlink", Services: 10000, Endpoints: 10, Metric: "real_servers", Value: 100000, Unit: bench.UnitCount},
+		{Mode: "iptables", Method: "full", Backend: "legacy", Services: 100, Endpoints: 2, Metric: "kernel_memory", Value: -4096, Unit: bench.UnitBytes},
 	}
 	var b bytes.Buffer
 	if err := WriteCSV(&b, rows); err != nil {

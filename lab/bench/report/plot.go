@@ -1,22 +1,31 @@
-package bench
+package report
 
 import (
 	"fmt"
 	"image/color"
 	"math"
+	"os"
 	"path/filepath"
 
-	"gonum.org/v1/plot"
+	"github.com/svclab/svclab/lab/bench"
+	gonumplot "gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 )
 
-// plotFile is one PNG written, by its path relative to the report directory.
+// plotFile is one PNG, by its path relative to the report directory.
 type plotFile struct {
 	Title string
 	Path  string
+}
+
+// plot is one PNG to draw: its file and its lines.
+type plot struct {
+	plotFile
+	name  string
+	lines []line
 }
 
 // plotted are the metrics drawn against N, a line per subject.
@@ -28,40 +37,30 @@ var plotted = []struct{ metric, title string }{
 	{"change_programming", "change one Service's endpoints: network-programming latency"},
 }
 
-// writePlots draws, for each E, each metric's p50 against N on log-log axes,
-// and the data path's handshake times. A method keeps its colour on every
-// plot; the legacy backend's lines are dashed.
-func writePlots(dir string, rows []Row) ([]plotFile, error) {
-	sr := newSeries(rows)
-	_, es := sr.sizes()
-	var files []plotFile
-	for _, e := range es {
+// plots are, for each E, each metric's p50 against N on log-log axes, and the
+// data path's handshake times. A method keeps its colour on every plot; every
+// variant of a mode but the first is dashed.
+func (a *analysis) plots() []plot {
+	colors := a.methodColors()
+	var out []plot
+	for _, e := range a.es {
 		for _, pm := range plotted {
 			var lines []line
-			for _, s := range sr.subjects(pm.metric) {
-				if l := lineOf(sr, s, e, pm.metric, s.String()); len(l.xys) > 0 {
-					l.color, l.dashed = methodColor(s.method), s.backend == "legacy"
+			for _, s := range a.subjects(pm.metric) {
+				if l := a.line(s, e, pm.metric, s.String()); len(l.xys) > 0 {
+					l.color, l.shape, l.dashed = colors[s.Method], colors[s.Method], a.dashed(s)
 					lines = append(lines, l)
 				}
 			}
-			if len(lines) == 0 {
-				continue
+			if len(lines) > 0 {
+				name := fmt.Sprintf("%s-e%d.png", pm.metric, e)
+				out = append(out, plot{plotFile{fmt.Sprintf("%s (p50, E=%d)", pm.title, e), PlotsDir + "/" + name}, name, lines})
 			}
-			name := fmt.Sprintf("%s-e%d.png", pm.metric, e)
-			title := fmt.Sprintf("%s (p50, E=%d)", pm.title, e)
-			if err := drawLines(filepath.Join(dir, name), title, "seconds", lines); err != nil {
-				return nil, err
-			}
-			files = append(files, plotFile{Title: title, Path: PlotsDir + "/" + name})
 		}
 		var lines []line
-		for i, s := range sr.subjects("connect_last") {
+		for i, s := range a.subjects("connect_last") {
 			for j, target := range []string{"first", "last", "pod", "baseline"} {
-				label := s.mode
-				if s.backend != "" {
-					label += "/" + s.backend
-				}
-				if l := lineOf(sr, s, e, "connect_"+target, label+" "+target); len(l.xys) > 0 {
+				if l := a.line(s, e, "connect_"+target, modeBackend(s)+" "+target); len(l.xys) > 0 {
 					l.color, l.dashed, l.shape = i, j%2 == 1, j
 					lines = append(lines, l)
 				}
@@ -70,11 +69,23 @@ func writePlots(dir string, rows []Row) ([]plotFile, error) {
 		if len(lines) > 0 {
 			name := fmt.Sprintf("connect-e%d.png", e)
 			title := fmt.Sprintf("TCP handshake from a pod: first and last Service, pod without NAT (p50, E=%d)", e)
-			if err := drawLines(filepath.Join(dir, name), title, "seconds", lines); err != nil {
-				return nil, err
-			}
-			files = append(files, plotFile{Title: title, Path: PlotsDir + "/" + name})
+			out = append(out, plot{plotFile{title, PlotsDir + "/" + name}, name, lines})
 		}
+	}
+	return out
+}
+
+// drawPlots draws every plot into dir's plots directory, once.
+func drawPlots(dir string, plots []plot) ([]plotFile, error) {
+	if err := os.MkdirAll(filepath.Join(dir, PlotsDir), 0o755); err != nil {
+		return nil, err
+	}
+	files := make([]plotFile, len(plots))
+	for i, p := range plots {
+		if err := drawLines(filepath.Join(dir, PlotsDir, p.name), p.Title, "seconds", p.lines); err != nil {
+			return nil, err
+		}
+		files[i] = p.plotFile
 	}
 	return files, nil
 }
@@ -82,31 +93,16 @@ func writePlots(dir string, rows []Row) ([]plotFile, error) {
 type line struct {
 	label string
 	xys   plotter.XYs
-	// color and shape index plotutil's palettes; dashed lines are the legacy
-	// backend's (or, on the data path plot, every other target).
+	// color and shape index plotutil's palettes; dashed lines are a mode's
+	// later variants (or, on the data path plot, every other target).
 	color, shape int
 	dashed       bool
 }
 
-// methodColor gives each method one colour on every plot.
-func methodColor(method string) int {
-	for i, m := range []string{MethodFull, MethodPartial, MethodChanged, MethodPerRule, "bare-restore", MethodNetlink} {
-		if m == method {
-			return i
-		}
-	}
-	return 6
-}
-
-func lineOf(sr *series, s subject, e int, metric, label string) line {
-	ns, _ := sr.sizes()
-	l := line{label: label, color: methodColor(s.method), shape: methodColor(s.method)}
-	for _, n := range ns {
-		v := sr.get(s, n, e, metric)
-		if len(v) == 0 {
-			continue
-		}
-		if p := Percentile(v, 0.5); p > 0 {
+func (a *analysis) line(s bench.Subject, e int, metric, label string) line {
+	l := line{label: label}
+	for _, n := range a.sizes(s, e, metric) {
+		if p := a.p(s, n, e, metric, 0.5); p > 0 {
 			l.xys = append(l.xys, plotter.XY{X: float64(n), Y: p})
 		}
 	}
@@ -114,11 +110,11 @@ func lineOf(sr *series, s subject, e int, metric, label string) line {
 }
 
 func drawLines(path, title, ylabel string, lines []line) error {
-	p := plot.New()
+	p := gonumplot.New()
 	p.Title.Text = title
 	p.X.Label.Text = "Services (N)"
 	p.Y.Label.Text = ylabel + " (log scale)"
-	p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+	p.X.Scale, p.Y.Scale = gonumplot.LogScale{}, gonumplot.LogScale{}
 	p.X.Tick.Marker = logTicks{label: func(v float64) string { return fmt.Sprintf("%g", v) }}
 	p.Y.Tick.Marker = logTicks{label: fmtSeconds}
 	p.Legend.Top, p.Legend.Left = true, true
@@ -164,18 +160,18 @@ func (t legendThumb) Thumbnail(c *draw.Canvas) {
 // range without a single label), with unlabelled minor ticks in between.
 type logTicks struct{ label func(float64) string }
 
-func (t logTicks) Ticks(min, max float64) []plot.Tick {
+func (t logTicks) Ticks(min, max float64) []gonumplot.Tick {
 	if min <= 0 || max <= min {
 		return nil
 	}
-	var ticks []plot.Tick
+	var ticks []gonumplot.Tick
 	for p := math.Floor(math.Log10(min)); math.Pow(10, p) <= max; p++ {
 		for m := 1; m <= 9; m++ {
 			v := float64(m) * math.Pow(10, p)
 			if v < min || v > max {
 				continue
 			}
-			tick := plot.Tick{Value: v}
+			tick := gonumplot.Tick{Value: v}
 			if m == 1 || m == 2 || m == 5 {
 				tick.Label = t.label(v)
 			}
