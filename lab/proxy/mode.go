@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/svclab/svclab/lab/namespaces"
 )
 
 // Proxier programs one node's kernel from the Service state, as kube-proxy does, and
@@ -82,6 +84,11 @@ type Mode struct {
 	// one, as kube-proxy's --cleanup does; nil when the mode's rules go only
 	// with the node's namespace.
 	Cleanup func(t Target) error
+	// Read reads the Services a node's kernel holds in this mode's layout, as
+	// whoever programmed them (svclab's proxier or kube-proxy itself) left them,
+	// into a ServiceMap to compare with ExpectedServiceMap. ns is the node's
+	// namespace, c its configuration (the xtables backend, for iptables).
+	Read func(ns *namespaces.NS, c Config) (ServiceMap, error)
 }
 
 // Dataplane is how a mode's rules behave, as far as verify must know.
