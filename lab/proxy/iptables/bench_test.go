@@ -9,7 +9,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 )
 
 // manyPorts is n ClusterIP Services with two endpoints each, on two nodes.
@@ -104,5 +106,54 @@ func BenchmarkGenerate(b *testing.B) {
 				restoreInput(rs, selectChains(rs, all), nil)
 			}
 		})
+	}
+}
+
+// BenchmarkRead measures one Read of a node holding N Services of two endpoints
+// each (what the lab pays per poll while it waits for a node to catch up), for
+// each backend; parse-s is the part spent parsing and walking iptables-save's
+// output, the rest is running iptables-save twice. Run as root:
+//
+//	go test -run XXX -bench Read ./lab/proxy/iptables/
+func BenchmarkRead(b *testing.B) {
+	for _, backend := range []string{"nft", "legacy"} {
+		for _, n := range []int{1000, 5000} {
+			b.Run(fmt.Sprintf("%s/services=%d", backend, n), func(b *testing.B) {
+				ns := nstest.New(b, "programs iptables")
+				cfg := proxy.Config{Backend: backend}
+				p := newProxier(b, ns.Path, v137, cfg)
+				if err := p.Sync(context.Background(), proxy.StateOf(manyPorts(n))); err != nil {
+					b.Fatal(err)
+				}
+				var m proxy.ServiceMap
+				for b.Loop() {
+					var err error
+					if m, err = Read(ns, cfg); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if len(m) != n {
+					b.Fatalf("read %d frontends, want %d", len(m), n)
+				}
+				save := xtables.Backends[backend].Save
+				nat, err := ns.Output(save, "-t", "nat")
+				if err != nil {
+					b.Fatal(err)
+				}
+				filter, err := ns.Output(save, "-t", "filter")
+				if err != nil {
+					b.Fatal(err)
+				}
+				start := time.Now()
+				const parses = 5
+				for range parses {
+					if _, err := readSaved(nat, filter); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(time.Since(start).Seconds()/parses, "parse-s")
+				b.ReportMetric(float64(len(m)), "frontends")
+			})
+		}
 	}
 }

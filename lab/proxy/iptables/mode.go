@@ -24,6 +24,7 @@ var mode = proxy.Mode{
 	Diagnostics: func(c proxy.Config) [][]string {
 		return [][]string{{xtables.SaveProgram(c.Backend)}, {"conntrack", "-L"}}
 	},
+	Read: Read,
 }
 
 func init() {
