@@ -72,3 +72,39 @@ func BenchmarkSync(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkRead measures one Read of a node holding N ClusterIP Services of two
+// endpoints each: a virtual server dump, then a real server dump per virtual
+// server. In svclab's VM:
+//
+//	scripts/vm/run.sh --test ./lab/proxy/ipvs/ -- -test.run '^$' -test.bench Read
+func BenchmarkRead(b *testing.B) {
+	for _, n := range []int{1000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			t := target(node1)
+			t.NetNS, t.RunDir = newNodeNS(b), b.TempDir()
+			p, err := New(t)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer p.Close()
+			if err := p.Sync(context.Background(), proxy.StateOf(clusterIPServices(n))); err != nil {
+				b.Fatal(err)
+			}
+			ns, err := namespaces.OpenPath(t.NetNS)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ns.Close()
+			var m proxy.ServiceMap
+			for b.Loop() {
+				if m, err = Read(ns, t.Config); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if len(m) != n {
+				b.Fatalf("read %d frontends, want %d", len(m), n)
+			}
+		})
+	}
+}

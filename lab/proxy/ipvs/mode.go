@@ -29,6 +29,7 @@ var mode = proxy.Mode{
 	Diagnostics: func(c proxy.Config) [][]string {
 		return [][]string{{xtables.SaveProgram(c.Backend)}, {"conntrack", "-L"}, {"ipvsadm", "-Ln"}, {"ipset", "list"}}
 	},
+	Read: Read,
 }
 
 // MethodNetlink is how the mode writes: incremental netlink calls.
