@@ -143,8 +143,8 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 		if err != nil {
 			return nil, err
 		}
-		if m.New == nil {
-			return nil, fmt.Errorf("mode %s: svclab has no proxier of its own for it", m.Name)
+		if err := m.HasProxier(); err != nil {
+			return nil, err
 		}
 		if err := m.Available(); err != nil {
 			return nil, fmt.Errorf("mode %s: %w", m.Name, err)

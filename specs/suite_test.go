@@ -19,6 +19,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy"
 	_ "github.com/svclab/svclab/lab/proxy/iptables"
 	_ "github.com/svclab/svclab/lab/proxy/ipvs"
+	_ "github.com/svclab/svclab/lab/proxy/nftables"
 )
 
 func TestSpecs(t *testing.T) {
@@ -77,10 +78,13 @@ var modes = modesFromEnv()
 // one this kernel can run.
 func modesFromEnv() []modeCase {
 	all := map[string]modeCase{}
+	// notOwn are the modes the real kube-proxy runs, which these specs cannot.
+	notOwn := map[string]error{}
 	var known, runnable []string
 	for _, name := range proxy.Modes() {
 		m, _ := proxy.Lookup(name)
-		if m.New == nil {
+		if err := m.HasProxier(); err != nil {
+			notOwn[name] = err
 			continue
 		}
 		variants := m.Variants
@@ -103,6 +107,9 @@ func modesFromEnv() []modeCase {
 	var out []modeCase
 	for _, l := range labels {
 		m, ok := all[strings.TrimSpace(l)]
+		if err := notOwn[strings.TrimSpace(l)]; err != nil {
+			panic("SVCLAB_MODES: " + err.Error())
+		}
 		if !ok {
 			panic(fmt.Sprintf("SVCLAB_MODES: unknown mode %q (known: %s)", l, strings.Join(known, ", ")))
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	_ "github.com/svclab/svclab/lab/proxy/iptables" // registers mode "iptables"
 	_ "github.com/svclab/svclab/lab/proxy/ipvs"     // registers mode "ipvs"
+	_ "github.com/svclab/svclab/lab/proxy/nftables" // registers mode "nftables"
 	"github.com/svclab/svclab/lab/topology"
 )
 

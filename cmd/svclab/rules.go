@@ -34,6 +34,9 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 				return usage(err)
 			}
 			mode, _ := proxy.Lookup(o.Mode)
+			if err := mode.HasProxier(); err != nil {
+				return usage(fmt.Errorf("%w, so svclab cannot print its rules", err))
+			}
 			if mode.Render == nil {
 				return usage(fmt.Errorf("mode %s: svclab cannot render its rules without running it", mode.Name))
 			}

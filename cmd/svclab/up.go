@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -44,6 +45,11 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 			}
 			if _, err := f.options(); err != nil {
 				return usage(err)
+			}
+			// Checked here, before a background process is started to hold a
+			// lab it could not build.
+			if m, _ := proxy.Lookup(f.mode); m.HasProxier() != nil {
+				return usage(m.HasProxier())
 			}
 			if err := lab.CheckPrivileges(); err != nil {
 				return err

@@ -128,9 +128,12 @@ func verifyRuns(f labFlags) ([]run, error) {
 	if f.mode == "all" {
 		modes = nil
 		for _, name := range proxy.Modes() {
-			if m, _ := proxy.Lookup(name); m.New != nil {
-				modes = append(modes, name)
+			m, _ := proxy.Lookup(name)
+			if err := m.HasProxier(); err != nil {
+				fmt.Fprintf(os.Stderr, "svclab: %v: left out of --mode all\n", err)
+				continue
 			}
+			modes = append(modes, name)
 		}
 	}
 	var runs []run
@@ -142,6 +145,9 @@ func verifyRuns(f labFlags) ([]run, error) {
 			return nil, err
 		}
 		m, _ := proxy.Lookup(name)
+		if err := m.HasProxier(); err != nil {
+			return nil, err
+		}
 		variants := []proxy.Variant{m.VariantOf(o.Proxy)}
 		if f.mode == "all" && f.backend == "" && len(m.Variants) > 0 {
 			variants = m.Variants

@@ -169,11 +169,23 @@ func (m Mode) VariantOf(c Config) Variant {
 // WritesPerRule tells whether method is one of m's PerRule methods.
 func (m Mode) WritesPerRule(method string) bool { return slices.Contains(m.PerRule, method) }
 
+// HasProxier tells whether svclab has a proxier of its own for m, and if not,
+// says so and who runs the mode instead.
+func (m Mode) HasProxier() error {
+	if m.New != nil {
+		return nil
+	}
+	return fmt.Errorf("mode %s: svclab has no proxier of its own for it; the real kube-proxy runs it (--proxy kube-proxy, which is not there yet)", m.Name)
+}
+
 // CheckMethod tells whether svclab's proxier for m writes with method (empty is
 // the default).
 func (m Mode) CheckMethod(method string) error {
 	if method == "" || slices.Contains(m.Methods, method) {
 		return nil
+	}
+	if err := m.HasProxier(); err != nil {
+		return err
 	}
 	if len(m.Methods) == 0 {
 		return fmt.Errorf("mode %s: svclab's proxier has no methods to choose from (got %q)", m.Name, method)
@@ -193,8 +205,8 @@ func Register(m Mode) {
 	if _, dup := registry[m.Name]; dup {
 		panic("proxy: mode " + m.Name + " registered twice")
 	}
-	if m.Dataplane.Model == 0 || m.Dataplane.Selection == 0 || m.Available == nil || m.Diagnostics == nil {
-		panic("proxy: mode " + m.Name + " registered without its dataplane, availability or diagnostics")
+	if m.Dataplane.Model == 0 || m.Dataplane.Selection == 0 || m.Available == nil || m.Diagnostics == nil || m.Read == nil {
+		panic("proxy: mode " + m.Name + " registered without its dataplane, availability, diagnostics or reader")
 	}
 	registry[m.Name] = m
 }

@@ -5,14 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	libipvs "github.com/moby/ipvs"
 	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
@@ -120,7 +117,7 @@ func setSysctls() error {
 	settings := [][2]string{
 		{"net.ipv4.vs.conntrack", "1"},
 	}
-	if major, minor, ok := kernelRelease(); ok && (major < 5 || (major == 5 && minor < 9)) && (major > 4 || (major == 4 && minor >= 1)) {
+	if major, minor, ok := proxy.KernelRelease(); ok && (major < 5 || (major == 5 && minor < 9)) && (major > 4 || (major == 4 && minor >= 1)) {
 		settings = append(settings, [2]string{"net.ipv4.vs.conn_reuse_mode", "0"})
 	}
 	settings = append(settings,
@@ -134,23 +131,6 @@ func setSysctls() error {
 		}
 	}
 	return nil
-}
-
-// kernelRelease is the running kernel's major and minor version.
-func kernelRelease() (major, minor int, ok bool) {
-	var u unix.Utsname
-	if unix.Uname(&u) != nil {
-		return 0, 0, false
-	}
-	rel := unix.ByteSliceToString(u.Release[:])
-	parts := strings.SplitN(rel, ".", 3)
-	if len(parts) < 2 {
-		return 0, 0, false
-	}
-	var err1, err2 error
-	major, err1 = strconv.Atoi(parts[0])
-	minor, err2 = strconv.Atoi(strings.TrimRightFunc(parts[1], func(r rune) bool { return r < '0' || r > '9' }))
-	return major, minor, err1 == nil && err2 == nil
 }
 
 // drainLoop is the graceful termination goroutine; Close stops it.
