@@ -20,6 +20,7 @@ declare -A pkg_of=(
   [ipset]=ipset
   [ip]=iproute2                 # ip, ss and tc, in the VM's guest and in failure dumps
   [conntrack]=conntrack
+  [nft]=nftables                 # kube-proxy's nftables mode runs it; svclab reads its table with it
   [tcpdump]=tcpdump
   [curl]=curl
   [update-ca-certificates]=ca-certificates   # curl's https (provision.sh fetches Go)

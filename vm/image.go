@@ -49,6 +49,8 @@ var guestTools = []guestTool{
 	{name: "ipset", pkg: "ipset", dir: "usr/sbin"},
 	{name: "ipvsadm", pkg: "ipvsadm", dir: "usr/sbin"},
 	{name: "conntrack", pkg: "conntrack", dir: "usr/sbin"},
+	// nft, for kube-proxy's nftables mode (which runs it) and for reading its table.
+	{name: "nft", pkg: "nftables", dir: "usr/sbin"},
 	{name: "ip", pkg: "iproute2", dir: "usr/bin"},
 	{name: "ss", pkg: "iproute2", dir: "usr/bin"},
 	{name: "tc", pkg: "iproute2", dir: "usr/sbin"},

@@ -28,6 +28,7 @@ func TestBaseTreeLayout(t *testing.T) {
 		"usr/sbin/ipset":                     kindFile,
 		"usr/sbin/ipvsadm":                   kindFile,
 		"usr/sbin/conntrack":                 kindFile,
+		"usr/sbin/nft":                       kindFile,
 		"usr/bin/ip":                         kindFile,
 		"usr/bin/sh":                         kindSymlink,
 		"usr/sbin/modprobe":                  kindSymlink, // busybox

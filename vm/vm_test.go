@@ -116,7 +116,7 @@ func TestVMRunsGuestChecks(t *testing.T) {
 		t.Errorf("guestcheck exited %d; stderr:\n%s", res.ExitCode, stderr.String())
 	}
 	for _, want := range []string{
-		"ok ip_vs in /proc", "ok ipvsadm list", "ok ipset create", "ok conntrack list",
+		"ok ip_vs in /proc", "ok ipvsadm list", "ok ipset create", "ok conntrack list", "ok nft list json",
 		"ok nft masquerade random-fully", "ok legacy masquerade random-fully",
 		"ok nft recent", "ok legacy ctstate INVALID",
 		"input=from-the-host token=tok 'quoted' $HOME wd=/svclab",

@@ -30,6 +30,11 @@ func checks() []check {
 		{name: "dummy link", args: []string{"/usr/bin/ip", "link", "add", "kube-ipvs0", "type", "dummy"}},
 		{name: "netns", args: []string{"/usr/bin/ip", "netns", "add", "guestcheck"}},
 		{name: "conntrack list", args: []string{"conntrack", "-L"}},
+		// What kube-proxy's nftables mode writes: a numgen DNAT map, a fib match.
+		{name: "nft numgen dnat", args: []string{"nft", "add table ip guestcheck; " +
+			"add chain ip guestcheck services { type nat hook prerouting priority -100 ; }; " +
+			"add rule ip guestcheck services fib daddr type local meta l4proto tcp dnat ip addr . port to numgen random mod 2 map { 0 : 10.0.1.1 . 80 , 1 : 10.0.1.2 . 80 }"}},
+		{name: "nft list json", args: []string{"nft", "-j", "list", "table", "ip", "guestcheck"}, want: `"numgen"`},
 	}
 	for _, b := range []string{"nft", "legacy"} {
 		ipt := "iptables-" + b
