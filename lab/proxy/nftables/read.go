@@ -441,11 +441,23 @@ func matches(raw json.RawMessage, f proxy.Frontend) (applies bool, set string, e
 		}
 		json.Unmarshal(meta, &k)
 		if k.Key == "l4proto" {
-			p, err := protocolOf(m.Right)
-			if err != nil {
-				return false, "", fmt.Errorf("match %s: %w", raw, err)
+			// One protocol, or a set of them ("meta l4proto { tcp, udp }").
+			values := []json.RawMessage{m.Right}
+			var set struct {
+				Set []json.RawMessage `json:"set"`
 			}
-			return (p == f.Protocol) != negated, "", nil
+			if json.Unmarshal(m.Right, &set) == nil && set.Set != nil {
+				values = set.Set
+			}
+			in := false
+			for _, v := range values {
+				p, err := protocolOf(v)
+				if err != nil {
+					return false, "", fmt.Errorf("match %s: %w", raw, err)
+				}
+				in = in || p == f.Protocol
+			}
+			return in != negated, "", nil
 		}
 	}
 	if payload, ok := m.Left["payload"]; ok {

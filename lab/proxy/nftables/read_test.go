@@ -154,8 +154,9 @@ func TestFixtureNames(t *testing.T) {
 }
 
 // TestReadJSON reads listings that exercise what a kernel listing of the fixture
-// does not: a jump that returns, protocols and ports as nft prints them when
-// asked to name or number them.
+// does not: a jump that returns, a rule for another protocol, a set of
+// protocols, protocols and ports as nft prints them when asked to number or name
+// them; and refuses listings it cannot read.
 func TestReadJSON(t *testing.T) {
 	listing := `{"nftables": [
 	 {"metainfo": {"json_schema_version": 1}},
@@ -169,7 +170,7 @@ func TestReadJSON(t *testing.T) {
 	 {"rule": {"chain": "service-a", "handle": 3, "expr": [{"jump": {"target": "mark"}}]}},
 	 {"rule": {"chain": "service-a", "handle": 4, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": "udp"}}, {"drop": null}]}},
 	 {"rule": {"chain": "service-a", "handle": 5, "expr": [{"match": {"op": "!=", "left": {"payload": {"protocol": "ip", "field": "saddr"}}, "right": {"prefix": {"addr": "10.244.0.0", "len": 16}}}}, {"counter": null}]}},
-	 {"rule": {"chain": "service-a", "handle": 6, "expr": [{"dnat": {"addr": "10.244.1.1", "port": 6443}}]}}
+	 {"rule": {"chain": "service-a", "handle": 6, "expr": [{"match": {"op": "==", "left": {"meta": {"key": "l4proto"}}, "right": {"set": ["udp", "tcp"]}}}, {"dnat": {"addr": "10.244.1.1", "port": 6443}}]}}
 	]}`
 	got, err := readJSON([]byte(listing))
 	if err != nil {
