@@ -31,8 +31,10 @@ type Flow struct {
 	// Service is the Service port dialled ("default/web:http"); empty when the
 	// address is none of the topology's Services'.
 	Service string
-	// Candidates is how many endpoints the rules may pick among; with Expected's
-	// backends it sizes the attempts that must see each of them.
+	// Candidates is how many endpoints the rules may pick among. With Expected's
+	// backends it sizes the attempts that must see each of them; when it is more
+	// than those and no pick is known to go unanswered, every attempt is made, to
+	// catch a pick the expectation leaves out.
 	Candidates int
 	Expected   Expectation
 }
