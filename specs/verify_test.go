@@ -100,7 +100,6 @@ var _ = Describe("svclab verify", Label("verify"), func() {
 // checks as nobody.
 var _ = Describe("svclab verify --flows", Label("verify"), func() {
 	const (
-		webFlows   = "../topologies/flows/web.yaml"
 		rightFlows = "testdata/services.flows.yaml"
 		wrongFlows = "testdata/services-wrong.flows.yaml"
 	)
@@ -109,10 +108,11 @@ var _ = Describe("svclab verify --flows", Label("verify"), func() {
 		for _, file := range []struct {
 			lab   *topology.Topology
 			flows string
+			text  []byte
 		}{
-			{shipped("web.yaml"), webFlows},
-			{parse("services.yaml", servicesLab), rightFlows},
-			{parse("services.yaml", servicesLab), wrongFlows},
+			{shipped("web.yaml"), "<embedded>/flows/web.yaml", shippedFlows("web.yaml")},
+			{parse("services.yaml", servicesLab), rightFlows, readFile(rightFlows)},
+			{parse("services.yaml", servicesLab), wrongFlows, readFile(wrongFlows)},
 		} {
 			c, err := lab.ClusterOf(file.lab, lab.Options{})
 			Expect(err).NotTo(HaveOccurred())
@@ -121,7 +121,7 @@ var _ = Describe("svclab verify --flows", Label("verify"), func() {
 				for _, f := range verify.Derive(file.lab, m, c).Flows {
 					derived[f.Source.Name+" "+f.To+" "+f.Protocol] = f
 				}
-				plan, err := verify.LoadFlows(file.flows, file.lab, m)
+				plan, err := verify.ParseFlows(file.flows, file.text, file.lab, m)
 				Expect(err).NotTo(HaveOccurred())
 				for _, f := range plan.Flows {
 					d, ok := derived[f.Source.Name+" "+f.To+" "+f.Protocol]
@@ -154,13 +154,11 @@ var _ = Describe("svclab verify --flows", Label("verify"), func() {
 
 	for _, m := range modes {
 		It("passes the shipped flows of web.yaml, exactly the checks --plan lists, "+m.label, func() {
-			dir := nobodyDir()
-			flows := writeFile(dir, "web.flows.yaml", readFile(webFlows))
-			rep, code := verifyAsRoot(append(modeArgs(m), "-f", "web", "--flows", flows)...)
+			rep, code := verifyAsRoot(append(modeArgs(m), "-f", "web", "--flows", "web")...)
 			Expect(code).To(Equal(0), "%+v", rep.Checks)
 			Expect(rep.Passed).To(BeTrue())
 			Expect(rep.Checks).To(HaveLen(6))
-			plan := planAsNobody(dir, append(modeArgs(m), "-f", "web", "--flows", flows)...)
+			plan := planAsNobody(nobodyDir(), append(modeArgs(m), "-f", "web", "--flows", "web")...)
 			Expect(plan.Checks).To(Equal(asPlanned(rep.Checks)))
 		})
 
@@ -279,6 +277,12 @@ func writeFile(dir, name string, data []byte) string {
 
 func readFile(path string) []byte {
 	data, err := os.ReadFile(path)
+	ExpectWithOffset(1, err).NotTo(HaveOccurred())
+	return data
+}
+
+func shippedFlows(name string) []byte {
+	data, err := fs.ReadFile(topologies.Flows, "flows/"+name)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	return data
 }

@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -20,6 +23,7 @@ import (
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/verify"
 	"github.com/svclab/svclab/lab/vm"
+	"github.com/svclab/svclab/topologies"
 )
 
 // errChecksFailed makes verify exit 1 after it printed its table.
@@ -136,7 +140,7 @@ without building anything.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&noVM, "no-vm", false, "never run in svclab's VM, even when this kernel lacks what a mode needs")
 	cmd.Flags().BoolVar(&plan, "plan", false, "print the checks a run would make and what each expects; builds nothing, needs no root")
-	cmd.Flags().StringVar(&flows, "flows", "", "check the flows written in this file instead of every flow of the topology")
+	cmd.Flags().StringVar(&flows, "flows", "", "check the flows written in this file (or a shipped one by name: web) instead of every flow of the topology")
 	return cmd
 }
 
@@ -193,7 +197,7 @@ func planFor(t *topology.Topology, o lab.Options, flows string) (verify.Plan, er
 		return verify.Plan{}, usage(err)
 	}
 	if flows != "" {
-		p, err := verify.LoadFlows(flows, t, m)
+		p, err := loadFlows(flows, t, m)
 		return p, usage(err)
 	}
 	c, err := lab.ClusterOf(t, o)
@@ -201,6 +205,26 @@ func planFor(t *topology.Topology, o lab.Options, flows string) (verify.Plan, er
 		return verify.Plan{}, usage(err)
 	}
 	return verify.Derive(t, m, c), nil
+}
+
+// loadFlows reads --flows as -f is read: a file on disk, else a shipped flows file
+// by name.
+func loadFlows(name string, t *topology.Topology, m verify.Model) (verify.Plan, error) {
+	if _, err := os.Stat(name); err == nil {
+		return verify.LoadFlows(name, t, m)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return verify.Plan{}, err
+	}
+	for _, file := range []string{name, name + ".yaml"} {
+		if data, err := fs.ReadFile(topologies.Flows, path.Join("flows", file)); err == nil {
+			return verify.ParseFlows(path.Join("<embedded>", "flows", file), data, t, m)
+		}
+	}
+	shipped, _ := fs.Glob(topologies.Flows, "flows/*.yaml")
+	for i, f := range shipped {
+		shipped[i] = strings.TrimSuffix(path.Base(f), ".yaml")
+	}
+	return verify.Plan{}, fmt.Errorf("%s: no such file, and no shipped flows file has that name (shipped: %s)", name, strings.Join(shipped, ", "))
 }
 
 // verifyInVM runs the given runs' modes in svclab's VM, with extra arguments to

@@ -53,6 +53,14 @@ func TestVerifyPlan(t *testing.T) {
 			t.Errorf("not planned: %s", l)
 		}
 	}
+	// The shipped flows file by name, as -f takes a shipped topology.
+	byName, err := verifyCmd("--plan", "-f", "web", "--flows", "web")
+	if err != nil || byName != table {
+		t.Errorf("--flows web: %v\n%s\nwant\n%s", err, byName, table)
+	}
+	if _, err := verifyCmd("--plan", "--flows", "nope"); err == nil || !strings.Contains(err.Error(), "no shipped flows file has that name (shipped: web)") {
+		t.Errorf("--flows nope: %v", err)
+	}
 }
 
 // A bad flows file is bad input: main exits 2 on a topology.ErrorList.
