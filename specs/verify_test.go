@@ -163,8 +163,7 @@ var _ = Describe("svclab verify --flows", Label("verify"), func() {
 		})
 
 		It("passes right flows and fails exactly the wrong ones, "+m.label, func() {
-			dir := nobodyDir()
-			topo := writeFile(dir, "services.yaml", []byte(servicesLab))
+			topo := writeFile(GinkgoT().TempDir(), "services.yaml", []byte(servicesLab))
 			rep, code := verifyAsRoot(append(modeArgs(m), "-f", topo, "--flows", rightFlows)...)
 			Expect(code).To(Equal(0), "%+v", rep.Checks)
 			Expect(rep.Checks).To(HaveLen(7))
