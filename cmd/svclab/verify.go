@@ -7,8 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -17,23 +20,28 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/verify"
+	"github.com/svclab/svclab/topologies"
 	"github.com/svclab/svclab/vm"
 )
 
 // errChecksFailed makes verify exit 1 after it printed its table.
 var errChecksFailed = errors.New("some checks failed")
 
-// verifyReport is what --json prints.
+// verifyReport is what --json prints. A plan (--plan) is marked planned: its
+// checks have observed nothing and passed none.
 type verifyReport struct {
-	Passed bool           `json:"passed"`
-	Checks []verify.Check `json:"checks"`
+	Passed  bool           `json:"passed"`
+	Planned bool           `json:"planned,omitempty"`
+	Checks  []verify.Check `json:"checks"`
 }
 
-// run is one mode and backend to verify.
+// run is one mode and backend to verify, and its plan.
 type run struct {
 	label string
 	opts  lab.Options
+	plan  verify.Plan
 }
 
 func newVerifyCommand() *cobra.Command {
@@ -41,23 +49,37 @@ func newVerifyCommand() *cobra.Command {
 		f      labFlags
 		asJSON bool
 		noVM   bool
+		plan   bool
+		flows  string
 	)
 	cmd := &cobra.Command{
-		Use:   "verify [-f FILE] [--mode MODE|all] [--json]",
+		Use:   "verify [-f FILE] [--mode MODE|all] [--flows FLOWS] [--plan] [--json]",
 		Short: "Build the lab, check every flow to every Service with real connections, tear down",
 		Long: `For every pod, node and client, and every ClusterIP:port and node:nodePort, derive from
 the topology what must happen (which backends may answer and the source address they
 must see, or refused, or dropped), check it with real connections, print a table and
-tear the lab down. Exit status 0 only if every check passed.`,
+tear the lab down. Exit status 0 only if every check passed.
+
+--flows FILE checks the flows written in FILE instead (see README, "Flows files").
+--plan prints the checks a run would make and what each expects, without root and
+without building anything.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := loadTopology(f.file)
 			if err != nil {
 				return err
 			}
-			runs, err := verifyRuns(f)
+			runs, err := verifyRuns(f, t, flows)
 			if err != nil {
-				return usage(err)
+				return err
+			}
+			var rep verifyReport
+			if plan {
+				rep.Planned = true
+				for _, r := range runs {
+					rep.Checks = append(rep.Checks, r.plan.Checks(r.label)...)
+				}
+				return printReport(cmd.OutOrStdout(), rep, asJSON)
 			}
 			if err := lab.CheckPrivileges(); err != nil {
 				return err
@@ -68,7 +90,6 @@ tear the lab down. Exit status 0 only if every check passed.`,
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var rep verifyReport
 			var log io.Writer = os.Stderr
 			for _, r := range here {
 				start := time.Now()
@@ -76,7 +97,7 @@ tear the lab down. Exit status 0 only if every check passed.`,
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.label, err)
 				}
-				checks, err := verify.Run(ctx, l, r.label)
+				checks, err := verify.Execute(ctx, l, r.plan, r.label)
 				err = errors.Join(err, l.Down())
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.label, err)
@@ -91,7 +112,11 @@ tear the lab down. Exit status 0 only if every check passed.`,
 				rep.Checks = append(rep.Checks, checks...)
 			}
 			if len(inVM) > 0 {
-				checks, err := verifyInVM(f, inVM)
+				var extra []string
+				if flows != "" {
+					extra = []string{"--flows", flows}
+				}
+				checks, err := verifyInVM(f, inVM, extra)
 				if err != nil {
 					return err
 				}
@@ -102,12 +127,8 @@ tear the lab down. Exit status 0 only if every check passed.`,
 			for _, c := range rep.Checks {
 				rep.Passed = rep.Passed && c.Passed
 			}
-			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				enc.Encode(rep)
-			} else {
-				printChecks(os.Stdout, rep.Checks)
+			if err := printReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
+				return err
 			}
 			if !rep.Passed {
 				return errChecksFailed
@@ -118,12 +139,26 @@ tear the lab down. Exit status 0 only if every check passed.`,
 	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&noVM, "no-vm", false, "never run in svclab's VM, even when this kernel lacks what a mode needs")
+	cmd.Flags().BoolVar(&plan, "plan", false, "print the checks a run would make and what each expects; builds nothing, needs no root")
+	cmd.Flags().StringVar(&flows, "flows", "", "check the flows written in this file (or a shipped one by name: web) instead of every flow of the topology")
 	return cmd
 }
 
-// verifyRuns expands --mode: "all" is every mode svclab has a proxier for,
-// each in every variant.
-func verifyRuns(f labFlags) ([]run, error) {
+// printReport writes rep to w as a table, or as JSON.
+func printReport(w io.Writer, rep verifyReport, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printChecks(w, rep.Checks, rep.Planned)
+	return nil
+}
+
+// verifyRuns expands --mode: "all" is every mode svclab has a proxier for, each
+// in every variant; each run gets its plan for topology t, read from the flows
+// file when one is given.
+func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
 	modes := []string{f.mode}
 	if f.mode == "all" {
 		modes = nil
@@ -142,7 +177,7 @@ func verifyRuns(f labFlags) ([]run, error) {
 		g.mode = name
 		o, err := g.options()
 		if err != nil {
-			return nil, err
+			return nil, usage(err)
 		}
 		m, _ := proxy.Lookup(name)
 		if err := m.HasProxier(); err != nil {
@@ -157,20 +192,63 @@ func verifyRuns(f labFlags) ([]run, error) {
 			if v.Backend != "" {
 				o.Proxy.Backend = v.Backend
 			}
-			runs = append(runs, run{label: m.Label(v), opts: o})
+			p, err := planFor(t, o, flows)
+			if err != nil {
+				return nil, err
+			}
+			runs = append(runs, run{label: m.Label(v), opts: o, plan: p})
 		}
 	}
 	return runs, nil
 }
 
-// verifyInVM runs the given runs' modes in svclab's VM and returns their checks.
-func verifyInVM(f labFlags, runs []run) ([]verify.Check, error) {
+// planFor is what a run of topology t with options o checks: the flows file's
+// flows, or every flow of the topology.
+func planFor(t *topology.Topology, o lab.Options, flows string) (verify.Plan, error) {
+	m, err := verify.ModelOf(o.Mode)
+	if err != nil {
+		return verify.Plan{}, usage(err)
+	}
+	if flows != "" {
+		p, err := loadFlows(flows, t, m)
+		return p, usage(err)
+	}
+	c, err := lab.ConfigOf(t, o)
+	if err != nil {
+		return verify.Plan{}, usage(err)
+	}
+	return verify.Derive(t, m, c), nil
+}
+
+// loadFlows reads --flows as -f is read: a file on disk, else a shipped flows file
+// by name.
+func loadFlows(name string, t *topology.Topology, m proxy.Model) (verify.Plan, error) {
+	if _, err := os.Stat(name); err == nil {
+		return verify.LoadFlows(name, t, m)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return verify.Plan{}, err
+	}
+	for _, file := range []string{name, name + ".yaml"} {
+		if data, err := fs.ReadFile(topologies.Flows, path.Join("flows", file)); err == nil {
+			return verify.ParseFlows(path.Join("<embedded>", "flows", file), data, t, m)
+		}
+	}
+	shipped, _ := fs.Glob(topologies.Flows, "flows/*.yaml")
+	for i, f := range shipped {
+		shipped[i] = strings.TrimSuffix(path.Base(f), ".yaml")
+	}
+	return verify.Plan{}, fmt.Errorf("%s: no such file, and no shipped flows file has that name (shipped: %s)", name, strings.Join(shipped, ", "))
+}
+
+// verifyInVM runs the given runs' modes in svclab's VM, with extra arguments to
+// verify, and returns their checks.
+func verifyInVM(f labFlags, runs []run, extra []string) ([]verify.Check, error) {
 	var checks []verify.Check
 	for _, r := range runs {
 		g := f
 		g.mode, g.backend = r.opts.Mode, r.opts.Proxy.Backend
 		var out bytes.Buffer
-		err := runInVM(vmFlags{timeout: vm.DefaultTimeout, accel: vm.AccelAuto}, append(append([]string{"verify"}, g.args()...), "--json", "--no-vm"), &out)
+		err := runInVM(vmFlags{timeout: vm.DefaultTimeout, accel: vm.AccelAuto}, append(append(append([]string{"verify"}, g.args()...), extra...), "--json", "--no-vm"), &out)
 		var code exitCode
 		if err != nil && !(errors.As(err, &code) && int(code) == exitFailed) {
 			return nil, fmt.Errorf("%s in the VM: %w", r.label, err)
@@ -184,12 +262,17 @@ func verifyInVM(f labFlags, runs []run) ([]verify.Check, error) {
 	return checks, nil
 }
 
-func printChecks(w io.Writer, checks []verify.Check) {
+// printChecks prints checks as a table; planned checks, which observed nothing,
+// say PLAN.
+func printChecks(w io.Writer, checks []verify.Check, planned bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RESULT\tMODE\tFROM\tTO\tSERVICE\tEXPECTED\tOBSERVED")
 	for _, c := range checks {
 		res := "PASS"
-		if !c.Passed {
+		switch {
+		case planned:
+			res = "PLAN"
+		case !c.Passed:
 			res = "FAIL"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", res, c.Mode, c.From, c.To, c.Service, c.Expected, c.Observed)

@@ -25,11 +25,11 @@ func Load(path string) (*Topology, error) {
 func Parse(source string, data []byte) (*Topology, error) {
 	f, pos, errs := decodeFile(source, data)
 	if f == nil {
-		return nil, errs.asError()
+		return nil, errs.Err()
 	}
 	t, more := resolve(source, f, pos)
 	if errs = append(errs, more...); len(errs) > 0 {
-		return nil, errs.asError()
+		return nil, errs.Err()
 	}
 	return t, nil
 }

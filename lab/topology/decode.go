@@ -31,7 +31,7 @@ const maxNodes = 1 << 18
 
 type decoder struct {
 	source string
-	pos    positions
+	pos    Positions
 	errs   ErrorList
 	// typeErrs is set when a value has the wrong type: the JSON value is then
 	// incomplete, and checking the meaning of the rest would only add noise.
@@ -52,37 +52,54 @@ func (d *decoder) typeError(n *yaml.Node, path, want string) {
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // decodeFile reads one lab file into File, recording where every field is.
-func decodeFile(source string, data []byte) (*File, positions, ErrorList) {
-	d := &decoder{source: source, pos: positions{}, fields: map[reflect.Type][]jsonField{}}
-	root, line, msg := parseYAML(data)
+func decodeFile(source string, data []byte) (*File, Positions, ErrorList) {
+	var f File
+	pos, errs, ok := DecodeYAML(source, data, &f, "a lab file",
+		"the file is empty; a lab needs at least a name, clusterCIDR, serviceCIDR and nodes")
+	if !ok {
+		return nil, pos, errs
+	}
+	return &f, pos, errs
+}
+
+// DecodeYAML reads data, one YAML document that source names in errors, into v, a
+// pointer to a struct whose json tags name its fields, the way a lab file is read:
+// every unknown field, duplicate key and value of the wrong type is an Error with
+// its line and field path, and pos gives the line of every field path present.
+// kind names such a file in messages ("a lab file"); empty is the message for an
+// empty one. filled is false when v was left as it was (an empty file, a value of
+// the wrong type); errors such as unknown fields leave it filled, so the caller
+// can go on to check what the fields mean and report every mistake at once.
+func DecodeYAML(source string, data []byte, v any, kind, empty string) (pos Positions, errs ErrorList, filled bool) {
+	d := &decoder{source: source, pos: Positions{}, fields: map[reflect.Type][]jsonField{}}
+	root, line, msg := parseYAML(data, kind)
 	if msg != "" {
 		d.errorAt(line, "", "%s", msg)
-		return nil, nil, d.errs
+		return nil, d.errs, false
 	}
 	if root == nil {
-		d.errorAt(0, "", "the file is empty; a lab needs at least a name, clusterCIDR, serviceCIDR and nodes")
-		return nil, nil, d.errs
+		d.errorAt(0, "", "%s", empty)
+		return nil, d.errs, false
 	}
 	d.pos[""] = root.Line
-	v, _ := d.value(root, reflect.TypeFor[File](), "")
+	val, _ := d.value(root, reflect.TypeOf(v).Elem(), "")
 	if d.typeErrs {
-		return nil, d.pos, d.errs
+		return d.pos, d.errs, false
 	}
-	raw, err := json.Marshal(v)
+	raw, err := json.Marshal(val)
 	if err == nil {
-		var f File
-		if err = json.Unmarshal(raw, &f); err == nil {
-			return &f, d.pos, d.errs
+		if err = json.Unmarshal(raw, v); err == nil {
+			return d.pos, d.errs, true
 		}
 	}
 	// The walk admits only what the types accept, so this is a bug in the walk.
 	d.errorAt(0, "", "decode: %v", err)
-	return nil, d.pos, d.errs
+	return d.pos, d.errs, false
 }
 
 // parseYAML returns the single document's root node, nil for an empty file, or
 // what is wrong with the YAML and where.
-func parseYAML(data []byte) (root *yaml.Node, line int, msg string) {
+func parseYAML(data []byte, kind string) (root *yaml.Node, line int, msg string) {
 	defer func() {
 		// The YAML library reports some malformed input by panicking; Parse
 		// promises an error instead.
@@ -111,7 +128,7 @@ func parseYAML(data []byte) (root *yaml.Node, line int, msg string) {
 	case err != nil:
 		return syntax(err)
 	default:
-		return nil, next.Line, "a lab file holds one YAML document; this starts another"
+		return nil, next.Line, kind + " holds one YAML document; this starts another"
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) == 0 {
 		return nil, 0, ""
@@ -333,7 +350,8 @@ func (d *decoder) generic(n *yaml.Node, path string) (any, bool) {
 	switch n.Kind {
 	case yaml.MappingNode:
 		out := map[string]any{}
-		d.pairs(n, path, key, func(k string, _, vn *yaml.Node) {
+		d.pairs(n, path, key, func(k string, kn, vn *yaml.Node) {
+			d.pos[key(path, k)] = kn.Line
 			if v, ok := d.generic(vn, key(path, k)); ok {
 				out[k] = v
 			}
@@ -342,6 +360,7 @@ func (d *decoder) generic(n *yaml.Node, path string) (any, bool) {
 	case yaml.SequenceNode:
 		out := make([]any, 0, len(n.Content))
 		for i, item := range n.Content {
+			d.pos[index(path, i)] = item.Line
 			v, _ := d.generic(item, index(path, i))
 			out = append(out, v)
 		}

@@ -63,9 +63,9 @@ func (l ErrorList) sorted() ErrorList {
 	return out
 }
 
-// asError turns an empty list into a nil error, so that a caller's err != nil
-// test means what it says.
-func (l ErrorList) asError() error {
+// Err is the list sorted by line as an error, or nil when it is empty, so that a
+// caller's err != nil test means what it says.
+func (l ErrorList) Err() error {
 	if len(l) == 0 {
 		return nil
 	}

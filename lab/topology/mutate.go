@@ -85,7 +85,7 @@ func (t *Topology) ApplyService(svc corev1.Service) error {
 	old := &f.Services[i]
 	prepareUpdate(&svc, old)
 	if errs := immutable(t.Source+" ("+op+")", index("services", i), &svc, old); len(errs) > 0 {
-		return errs.asError()
+		return errs.Err()
 	}
 	f.Services[i] = svc
 	return t.replace(op, f)
@@ -113,7 +113,7 @@ func (t *Topology) RemoveService(namespace, name string) error {
 func (t *Topology) replace(op string, f *File) error {
 	nt, errs := resolve(t.Source+" ("+op+")", f, nil)
 	if len(errs) > 0 {
-		return errs.asError()
+		return errs.Err()
 	}
 	nt.Source = t.Source
 	*t = *nt

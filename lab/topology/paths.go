@@ -36,12 +36,13 @@ func parentPath(path string) string {
 	return ""
 }
 
-// positions maps each field path present in the file to the line it starts on.
-type positions map[string]int
+// Positions maps each field path present in a file read by DecodeYAML to the line
+// it starts on.
+type Positions map[string]int
 
-// line is the line of path, or of its nearest ancestor present in the file: a
+// Line is the line of path, or of its nearest ancestor present in the file: a
 // missing field is reported where its parent object starts.
-func (p positions) line(path string) int {
+func (p Positions) Line(path string) int {
 	for {
 		if l, ok := p[path]; ok {
 			return l

@@ -14,7 +14,7 @@ import (
 // instead of stopping at the first.
 type resolver struct {
 	source string
-	pos    positions // nil when the file was not read from YAML (a mutation)
+	pos    Positions // nil when the file was not read from YAML (a mutation)
 	errs   ErrorList
 	t      *Topology
 
@@ -32,7 +32,7 @@ type resolver struct {
 }
 
 func (r *resolver) errorf(path, format string, args ...any) {
-	r.errs = append(r.errs, Error{Source: r.source, Line: r.pos.line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
+	r.errs = append(r.errs, Error{Source: r.source, Line: r.pos.Line(path), Path: path, Msg: fmt.Sprintf(format, args...)})
 }
 
 func (r *resolver) errorsf(path string, msgs []string) {
@@ -42,7 +42,7 @@ func (r *resolver) errorsf(path string, msgs []string) {
 }
 
 // resolve checks and completes f. pos may be nil.
-func resolve(source string, f *File, pos positions) (*Topology, ErrorList) {
+func resolve(source string, f *File, pos Positions) (*Topology, ErrorList) {
 	r := &resolver{
 		source:  source,
 		pos:     pos,

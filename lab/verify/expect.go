@@ -1,14 +1,15 @@
-// Package verify derives, from a topology alone, what every flow to every Service
-// must do (which backends may answer, with which source address, or refused, or
-// dropped) and checks each with real connections in a running lab.
+// Package verify plans, from a topology alone, what every flow to every Service must
+// do under a mode's dataplane semantics (which backends may answer, with which
+// source address, or refused, or dropped), or reads such a plan from a flows file,
+// and executes a plan with real connections in a running lab.
 package verify
 
 import (
-	"fmt"
 	"net/netip"
 	"sort"
 	"strings"
 
+	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
@@ -17,7 +18,7 @@ import (
 // Source is a lab member a flow starts from.
 type Source struct {
 	Name string
-	Kind string // "pod", "node" or "client"
+	Kind string // lab.KindPod, lab.KindNode or lab.KindClient
 	IP   netip.Addr
 	// Node is the node a pod runs on, or the node itself.
 	Node string
@@ -42,7 +43,8 @@ type Expectation struct {
 	// Outcome is Answered, Refused, Timeout (dropped) or Unreachable.
 	Outcome traffic.Outcome
 	// Backends maps each endpoint ("ip:port") that may answer to the client source
-	// addresses it may see. Every one must answer at least once.
+	// addresses it may see (any, when none are given). Every one must answer at
+	// least once.
 	Backends map[string][]netip.Addr
 	// Sticky is set for ClientIP session affinity: one client's connections all go
 	// to one of Backends, whichever the first connection picked.
@@ -83,7 +85,10 @@ func describeBackends(b map[string][]netip.Addr) string {
 		for j, a := range b[k] {
 			srcs[j] = a.String()
 		}
-		parts[i] = fmt.Sprintf("%s (src %s)", k, strings.Join(srcs, "|"))
+		parts[i] = k
+		if len(srcs) > 0 {
+			parts[i] += " (src " + strings.Join(srcs, "|") + ")"
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -133,72 +138,62 @@ func (m *model) masqAddr(d string, e proxy.Endpoint) netip.Addr {
 	return m.nodes[d].IP
 }
 
-// expectIPTables is what kube-proxy's iptables mode does with a flow, following the
-// chains of pkg/proxy/iptables: where the flow is translated (the node it leaves
-// from, or for a NodePort the node it is addressed to), which endpoints the policy
-// chain holds there, whether KUBE-MARK-MASQ marks it, and whether the replies come
-// back through the translating node.
-func (m *model) expectIPTables(src Source, port *proxy.ServicePort, tgt Target) Expectation {
-	seen := port.AsSeenBy(m.cluster.Version)
-	sp := &seen
-	if src.Kind == "client" && tgt.Node == "" {
+// flowAt is a flow once the frame has settled where it is translated.
+type flowAt struct {
+	src Source
+	sp  *proxy.ServicePort // as the mode's proxier sees it
+	tgt Target
+	// d is the node that translates the flow.
+	d string
+	c proxy.Categorized // sp's endpoints for d
+}
+
+// choice is what the translating node does with a flow.
+type choice struct {
+	// none, when set, is the outcome of a flow that no endpoint answers
+	// (refused or dropped); eps and masq are then unused.
+	none traffic.Outcome
+	eps  []proxy.Endpoint
+	masq bool
+	why  string
+}
+
+// expect is what a mode with semantics s does with a flow. The frame is common to
+// every mode: a client outside the cluster cannot reach a ClusterIP; the flow is
+// translated by the node a NodePort is addressed to (no other node's rules take a
+// packet addressed to another node's address), else by the node it leaves from (a
+// pod's, or the node itself); the semantics choose the endpoints there; then each
+// endpoint answers with the masquerade address when the flow is masqueraded, with
+// the client's own address when its replies come back through the translating
+// node, and not at all otherwise.
+func (m *model) expect(s semantics, src Source, port proxy.ServicePort, tgt Target) Expectation {
+	if src.Kind == lab.KindClient && tgt.Node == "" {
 		return Expectation{Outcome: traffic.Unreachable, Why: "ClusterIPs are not routed outside the cluster"}
 	}
-	// d is the node whose nat table translates the flow.
+	sp := s.view(port, m.cluster.Version)
 	d := src.Node
-	if tgt.Node != "" && (src.Kind == "client" || tgt.Node != src.Node) {
+	if tgt.Node != "" {
 		d = tgt.Node
 	}
-	c := proxy.Categorize(sp, d)
-	if !c.HasAny {
-		return Expectation{Outcome: traffic.Refused, Why: "no endpoints: KUBE-SERVICES / KUBE-EXTERNAL-SERVICES reject"}
+	ch := s.choose(m, flowAt{src: src, sp: &sp, tgt: tgt, d: d, c: proxy.Categorize(&sp, d)})
+	if ch.none != "" {
+		return Expectation{Outcome: ch.none, Why: ch.why}
 	}
-	fromPod := src.Kind == "pod" && m.cluster.ClusterCIDR.Contains(src.IP)
-	// srcLocal: the packet's source is an address of d (the node itself).
-	srcLocal := src.Kind == "node" && src.Node == d
-	var eps []proxy.Endpoint
-	masq := false
-	why := ""
-	if tgt.Node == "" {
-		if sp.InternalLocal {
-			eps, why = c.Local, "internalTrafficPolicy Local: endpoints on "+d
-			if len(eps) == 0 {
-				return Expectation{Outcome: traffic.Timeout, Why: "internalTrafficPolicy Local and no endpoint on " + d + ": dropped"}
-			}
-		} else {
-			eps, why = c.Cluster, "ClusterIP: any endpoint"
-		}
-		// A node's own packets leave with its eth0 address, outside the cluster CIDR.
-		masq = m.cluster.MasqueradeAll || !m.cluster.ClusterCIDR.Contains(src.IP)
-	} else if !sp.ExternalLocal {
-		eps, masq, why = c.Cluster, true, "NodePort, policy Cluster: any endpoint, masqueraded"
-	} else {
-		switch {
-		case fromPod:
-			eps, why = c.Cluster, "NodePort, policy Local, from a pod: short-circuited to the cluster chain"
-		case srcLocal:
-			eps, masq, why = c.Cluster, true, "NodePort, policy Local, from the node itself: masqueraded, any endpoint"
-		default:
-			eps, why = c.Local, "NodePort, policy Local: endpoints on "+d+", client address kept"
-			if len(eps) == 0 {
-				return Expectation{Outcome: traffic.Timeout, Why: "externalTrafficPolicy Local and no endpoint on " + d + ": dropped"}
-			}
-		}
-	}
-	exp := Expectation{Outcome: traffic.Answered, Backends: map[string][]netip.Addr{}, Why: why, Sticky: sp.AffinitySeconds > 0}
-	for _, e := range eps {
-		// A pod reaching itself through the Service is masqueraded by its KUBE-SEP
-		// chain's hairpin rule.
-		if masq || e.IP == src.IP {
+	exp := Expectation{Outcome: traffic.Answered, Backends: map[string][]netip.Addr{}, Why: ch.why, Sticky: sp.AffinitySeconds > 0}
+	for _, e := range ch.eps {
+		self := e.IP == src.IP
+		if ch.masq || self && s.hairpinMasqueraded(m.nodeOf(e) == d) {
 			exp.Backends[e.String()] = []netip.Addr{m.masqAddr(d, e)}
 			continue
 		}
-		if !m.returnsThrough(d, src, e) {
+		if self || !m.returnsThrough(d, src, e) {
 			exp.MayTimeout = true
-			exp.Why += "; replies from endpoints off " + d + " bypass its conntrack and never reach the client"
 			continue
 		}
 		exp.Backends[e.String()] = []netip.Addr{src.IP}
+	}
+	if exp.MayTimeout {
+		exp.Why += "; " + s.lost(d)
 	}
 	if len(exp.Backends) == 0 {
 		return Expectation{Outcome: traffic.Timeout, Why: exp.Why}
@@ -207,12 +202,13 @@ func (m *model) expectIPTables(src Source, port *proxy.ServicePort, tgt Target) 
 }
 
 // returnsThrough tells whether replies from endpoint e to src's own address pass
-// through node d, where the request was translated and where conntrack must undo it.
-// Replies leave e through its node (its default gateway, or br_netfilter on the
-// bridge), then reach a pod through the pod's node, or a node or client directly.
+// through node d, where the request was translated and where its translation must
+// be undone. Replies leave e through its node (its default gateway, or
+// br_netfilter on the bridge), then reach a pod through the pod's node, a node
+// directly (d itself, when the node is the client), and a client directly.
 func (m *model) returnsThrough(d string, src Source, e proxy.Endpoint) bool {
 	if m.nodeOf(e) == d {
 		return true
 	}
-	return src.Kind == "pod" && src.Node == d
+	return (src.Kind == lab.KindPod || src.Kind == lab.KindNode) && src.Node == d
 }

@@ -1,28 +1,23 @@
 package verify
 
 import (
-	"net/netip"
-
+	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
-func init() {
-	expectations[proxy.ModelIPVS] = (*model).expectIPVS
-}
-
-// expectIPVS is what kube-proxy's IPVS mode does with a flow, derived from how the
+// ipvsRules is what kube-proxy's proxy.ModelIPVS mode does with a flow, derived from how the
 // kernel treats it there:
 //
 //   - Every ClusterIP is a local address of every node (on kube-ipvs0), so the first
-//     node a packet to it enters takes it: the source's own node. IPVS schedules
+//     node a packet to it enters takes it: the source's own node. proxy.ModelIPVS schedules
 //     only packets addressed to the node (LOCAL_IN, or LOCAL_OUT for the node's own
 //     processes), so a NodePort is scheduled by the node it is addressed to; a
 //     node forwarding a packet to another node's address leaves it alone.
 //   - The real servers are kube-proxy's syncEndpoint choice on that node: with
 //     policy Cluster the cluster endpoints; with policy Local the node's local
 //     endpoints, or the cluster endpoints when it has none (kubernetes#97081). No
-//     real server at all: IPVS answers the first packet with ICMP port
+//     real server at all: proxy.ModelIPVS answers the first packet with ICMP port
 //     unreachable (ip_vs_leave), so the connection is refused.
 //   - Masquerade comes from the iptables rules kube-proxy keeps beside IPVS:
 //     KUBE-CLUSTER-IP marks ClusterIP traffic from outside the cluster CIDR (a
@@ -31,28 +26,26 @@ func init() {
 //     port is in KUBE-NODE-PORT-LOCAL-*; KUBE-LOOP-BACK masquerades a local
 //     endpoint reaching itself. MASQUERADE gives the address of the interface
 //     towards the endpoint: cni0's for a local pod, eth0's otherwise.
-//   - IPVS undoes its translation on replies passing through the node that
+//   - proxy.ModelIPVS undoes its translation on replies passing through the node that
 //     translated (FORWARD, also for replies bridged on cni0 through br_netfilter,
 //     or LOCAL_IN). An unmasqueraded flow is answered only when the replies come
 //     back through that node: the endpoint is on it, or the client is a pod on it
 //     or the node itself. Other replies reach the client from the pod's address and
 //     are not taken as answers.
-func (m *model) expectIPVS(src Source, sp *proxy.ServicePort, tgt Target) Expectation {
-	if src.Kind == "client" && tgt.Node == "" {
-		return Expectation{Outcome: traffic.Unreachable, Why: "ClusterIPs are not routed outside the cluster"}
-	}
-	// d is the node whose IPVS schedules the flow.
-	d := src.Node
-	if tgt.Node != "" {
-		d = tgt.Node
-	}
-	c := proxy.Categorize(sp, d)
+type ipvsRules struct{}
+
+// view: the proxy.ModelIPVS proxier programs every release's endpoints alike.
+func (ipvsRules) view(sp proxy.ServicePort, _ proxy.Version) proxy.ServicePort { return sp }
+
+func (ipvsRules) choose(m *model, f flowAt) choice {
+	src, sp, c, d := f.src, f.sp, f.c, f.d
+	nodePort := f.tgt.Node != ""
 	onlyLocal := sp.InternalLocal
-	if tgt.Node != "" {
+	if nodePort {
 		onlyLocal = sp.ExternalLocal
 	}
 	eps, why := c.Cluster, "ClusterIP virtual server on "+d+": the cluster endpoints"
-	if tgt.Node != "" {
+	if nodePort {
 		why = "NodePort virtual server on " + d + ": the cluster endpoints"
 	}
 	if onlyLocal {
@@ -63,15 +56,16 @@ func (m *model) expectIPVS(src Source, sp *proxy.ServicePort, tgt Target) Expect
 		}
 	}
 	if len(eps) == 0 {
-		return Expectation{Outcome: traffic.Refused, Why: "the virtual server on " + d + " has no real server: IPVS answers ICMP port unreachable"}
+		return choice{none: traffic.Refused, why: "the virtual server on " + d + " has no real server: proxy.ModelIPVS answers ICMP port unreachable"}
 	}
 
 	masq := false
-	if tgt.Node == "" {
+	switch {
+	case !nodePort:
 		// The source the KUBE-CLUSTER-IP rule sees: a node's connection to a
 		// ClusterIP, a local address, leaves from that address.
 		seen := src.IP
-		if src.Kind == "node" {
+		if src.Kind == lab.KindNode {
 			seen = sp.ClusterIP
 		}
 		switch {
@@ -80,52 +74,29 @@ func (m *model) expectIPVS(src Source, sp *proxy.ServicePort, tgt Target) Expect
 		case m.cluster.ClusterCIDR.IsValid():
 			masq = !m.cluster.ClusterCIDR.Contains(seen)
 		default:
-			masq = src.Kind == "node"
+			masq = src.Kind == lab.KindNode
 		}
 		if masq {
 			why += ", masqueraded (KUBE-CLUSTER-IP)"
 		}
-	} else if !sp.ExternalLocal {
+	case !sp.ExternalLocal:
 		masq = true
 		why += ", masqueraded (KUBE-NODE-PORT)"
-	} else {
+	default:
 		why += ", client address kept (KUBE-NODE-PORT-LOCAL)"
 	}
-
-	exp := Expectation{Outcome: traffic.Answered, Backends: map[string][]netip.Addr{}, Why: why, Sticky: sp.AffinitySeconds > 0}
-	if exp.Sticky {
-		exp.Why += "; ClientIP affinity: persistence"
+	if sp.AffinitySeconds > 0 {
+		why += "; ClientIP affinity: persistence"
 	}
-	for _, e := range eps {
-		local := m.nodeOf(e) == d
-		if masq || (local && e.IP == src.IP) {
-			// KUBE-LOOP-BACK holds the node's own endpoints: a pod reaching
-			// itself through its node's virtual server is masqueraded.
-			exp.Backends[e.String()] = []netip.Addr{m.masqAddr(d, e)}
-			continue
-		}
-		if e.IP == src.IP || !returnsThroughIPVS(m, d, src, e) {
-			exp.MayTimeout = true
-			continue
-		}
-		exp.Backends[e.String()] = []netip.Addr{src.IP}
-	}
-	if exp.MayTimeout {
-		exp.Why += "; replies from endpoints off " + d + " to an unmasqueraded client bypass its IPVS and are lost"
-	}
-	if len(exp.Backends) == 0 {
-		return Expectation{Outcome: traffic.Timeout, Why: exp.Why}
-	}
-	return exp
+	return choice{eps: eps, masq: masq, why: why}
 }
 
-// returnsThroughIPVS tells whether replies from endpoint e to src's own address
-// pass through node d, whose IPVS translated the request: e is on d (its replies
-// leave through d, routed or bridged), or the client is a pod on d (replies reach
-// it through d), or d itself (replies are addressed to d).
-func returnsThroughIPVS(m *model, d string, src Source, e proxy.Endpoint) bool {
-	if m.nodeOf(e) == d {
-		return true
-	}
-	return (src.Kind == "pod" || src.Kind == "node") && src.Node == d
+// hairpinMasqueraded: KUBE-LOOP-BACK holds the node's own endpoints, so a pod
+// reaching itself through its own node's virtual server is masqueraded; through
+// another node's, its replies to itself bypass that node.
+func (ipvsRules) hairpinMasqueraded(local bool) bool { return local }
+
+func (ipvsRules) lost(d string) string {
+	return "replies from endpoints off " + d + " to an unmasqueraded client bypass its proxy.ModelIPVS and are lost"
 }
+

@@ -1,14 +1,13 @@
 package verify
 
 import (
-	"net/netip"
 	"testing"
 
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
-// TestExpectIPVSPolicies holds the model to the places where IPVS mode differs
+// TestExpectIPVSPolicies holds the model to the places where proxy.ModelIPVS mode differs
 // from iptables mode.
 func TestExpectIPVSPolicies(t *testing.T) {
 	checkPolicies(t, proxy.ModelIPVS, []policyCase{
@@ -33,18 +32,16 @@ func TestExpectIPVSPolicies(t *testing.T) {
 		// A node reaching its own Local NodePort is not masqueraded.
 		{"node-1", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.11)"},
 		// Terminating but serving: kube-proxy falls back to it.
-		{"lb", "default/draining:", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
+		{"lb", "default/draining", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
 		// Affinity: one of the backends.
-		{"probe-1", "default/sticky:", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
+		{"probe-1", "default/sticky", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
 	})
 }
 
 func TestExpectIPVSMasqueradeAll(t *testing.T) {
 	web := mustLoad(t, "../../topologies/web.yaml")
-	m := newModel(web, proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String(), IPTables: proxy.IPTablesConfiguration{MasqueradeAll: true}}})
-	sp := proxy.FromObjects(web.Services, web.EndpointSlices())[0]
-	src := Source{Name: "client", Kind: "pod", IP: netip.MustParseAddr("10.244.1.5"), Node: "node-1"}
-	got := m.expectIPVS(src, &sp, Target{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}).String()
+	c := proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String(), IPTables: proxy.IPTablesConfiguration{MasqueradeAll: true}}}
+	got := expectWith(t, proxy.ModelIPVS, web, c, "client", "default/web:http", "").String()
 	if want := "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"; got != want {
 		t.Errorf("masquerade-all: %s, want %s", got, want)
 	}

@@ -21,43 +21,23 @@ func mustLoad(t *testing.T, path string) *topology.Topology {
 	return top
 }
 
-// expectFor is mode's expectation of one flow in topology top: from a member to a
-// Service port ("namespace/name:port"), at its ClusterIP or, with node set, at that
-// node's NodePort.
-func expectFor(t *testing.T, mode proxy.Model, top *topology.Topology, from, svc, node string) Expectation {
+// expectFor is model m's expectation of one flow in topology top, as Derive plans
+// it: from a member to a Service port (as the report names it,
+// "namespace/name:port"), at its ClusterIP or, with node set, at that node's
+// NodePort.
+func expectFor(t *testing.T, m proxy.Model, top *topology.Topology, from, svc, node string) Expectation {
 	t.Helper()
-	m := newModel(top, proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: top.ClusterCIDR.String()}, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion})
-	var src Source
-	for _, n := range top.Nodes {
-		if n.Name == from {
-			src = Source{Name: n.Name, Kind: "node", IP: n.IP, Node: n.Name}
+	return expectWith(t, m, top, proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: top.ClusterCIDR.String()}, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion}, from, svc, node)
+}
+
+func expectWith(t *testing.T, m proxy.Model, top *topology.Topology, c proxy.Config, from, svc, node string) Expectation {
+	t.Helper()
+	for _, f := range Derive(top, m, c).Flows {
+		if f.Source.Name == from && f.Service == svc && f.Target.Node == node {
+			return f.Expected
 		}
 	}
-	for _, p := range top.Pods {
-		if p.Name == from {
-			src = Source{Name: p.Name, Kind: "pod", IP: p.IP, Node: p.Node}
-		}
-	}
-	for _, c := range top.Clients {
-		if c.Name == from {
-			src = Source{Name: c.Name, Kind: "client", IP: c.IP}
-		}
-	}
-	if src.Name == "" {
-		t.Fatalf("no member %s", from)
-	}
-	for _, sp := range proxy.FromObjects(top.Services, top.EndpointSlices()) {
-		if sp.Name.NamespacedName()+":"+sp.Name.Port != svc {
-			continue
-		}
-		tgt := Target{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}
-		if node != "" {
-			n, _ := top.Node(node)
-			tgt = Target{Node: node, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))}
-		}
-		return expectations[mode](m, src, &sp, tgt)
-	}
-	t.Fatalf("no service port %s", svc)
+	t.Fatalf("%v plans no flow from %s to %s (node %q)", m, from, svc, node)
 	return Expectation{}
 }
 
@@ -81,7 +61,7 @@ func TestExpectWeb(t *testing.T) {
 			{"client", "node-2", "10.244.1.10:8080 (src 192.168.1.11), 10.244.2.10:8080 (src 10.244.2.1)"},
 		} {
 			if got := expectFor(t, mode, web, tc.from, "default/web:http", tc.node).String(); got != tc.want {
-				t.Errorf("%s: %s -> web (node %q): %s, want %s", mode, tc.from, tc.node, got, tc.want)
+				t.Errorf("%v: %s -> web (node %q): %s, want %s", mode, tc.from, tc.node, got, tc.want)
 			}
 		}
 	}
@@ -122,9 +102,9 @@ func TestExpectIPTablesPolicies(t *testing.T) {
 		// endpoint unmasqueraded; api-2's replies bypass node-1.
 		{"probe-3", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 10.244.3.3); others time out"},
 		// Terminating but serving: kube-proxy falls back to it.
-		{"lb", "default/draining:", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
+		{"lb", "default/draining", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
 		// Affinity: one of the backends.
-		{"probe-1", "default/sticky:", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
+		{"probe-1", "default/sticky", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
 	})
 }
 

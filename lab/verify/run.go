@@ -41,9 +41,10 @@ const (
 	// settles a flow, and each attempt spends the client's ICMP budget (see
 	// icmpBudget). A second attempt, a full ICMP rate-limit interval later, is
 	// made only after a timeout: a refusal is a single ICMP error (or reset)
-	// that CI once saw missing among about 10^4 refusals within the budget,
-	// cause unknown (see README, "What the kernel showed us"). A flow
-	// that is dropped, not rejected, times out on both attempts and fails.
+	// that CI once saw missing among about 10^4 refusals within the budget, and
+	// an ICMP redirect the node sent the same client just before suppresses it
+	// (see README, "What the kernel showed us"). A flow that is dropped, not
+	// rejected, times out on both attempts and fails.
 	refuseAttempts = 2
 	// icmpInterval is net.ipv4.icmp_ratelimit's default, the time one more ICMP
 	// error to a host takes to be allowed again.
@@ -65,97 +66,63 @@ type Check struct {
 	Why      string `json:"why"`
 }
 
-// Flow is one source dialling one Service address, with what must happen.
-type Flow struct {
-	Source   Source
-	NetNS    string
-	Port     proxy.ServicePort
-	Target   Target
-	Expected Expectation
-}
-
-// Flows derives every flow of the lab and its expectation under the lab's mode:
-// from each pod, node and client to each ClusterIP:port and each node:nodePort.
-func Flows(l *lab.Lab) ([]Flow, error) {
-	mode, err := proxy.Lookup(l.Mode())
-	if err != nil {
-		return nil, fmt.Errorf("verify: %w", err)
-	}
-	expect, ok := expectations[mode.Dataplane.Model]
-	if !ok {
-		return nil, fmt.Errorf("verify: no expectations are defined for mode %s's dataplane", mode.Name)
-	}
-	t := l.Topology()
-	m := newModel(t, l.ProxyConfig())
-	var sources []Source
-	for _, n := range t.Nodes {
-		sources = append(sources, Source{Name: n.Name, Kind: lab.KindNode, IP: n.IP, Node: n.Name})
-	}
-	for _, p := range t.Pods {
-		sources = append(sources, Source{Name: p.Name, Kind: lab.KindPod, IP: p.IP, Node: p.Node})
-	}
-	for _, c := range t.Clients {
-		sources = append(sources, Source{Name: c.Name, Kind: lab.KindClient, IP: c.IP})
-	}
-	var flows []Flow
-	for _, sp := range l.ServicePorts() {
-		targets := []Target{{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}}
-		if sp.NodePort != 0 {
-			for _, n := range t.Nodes {
-				targets = append(targets, Target{Node: n.Name, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))})
-			}
-		}
-		for _, src := range sources {
-			member, err := l.Member(src.Name)
-			if err != nil {
-				return nil, err
-			}
-			for _, tgt := range targets {
-				flows = append(flows, Flow{Source: src, NetNS: member.NetNS, Port: sp, Target: tgt, Expected: expect(m, src, &sp, tgt)})
-			}
-		}
-	}
-	return flows, nil
-}
-
-// expectations holds each mode's model of the dataplane.
-var expectations = map[proxy.Model]func(*model, Source, *proxy.ServicePort, Target) Expectation{
-	proxy.ModelIPTables: (*model).expectIPTables,
-}
-
-// Run checks every flow of the lab with real connections, a few flows at a time.
-func Run(ctx context.Context, l *lab.Lab, mode string) ([]Check, error) {
-	flows, err := Flows(l)
+// Run checks every flow Derive plans for the lab as it is, under its mode's
+// semantics; label names the run in each check (e.g. "iptables-nft").
+func Run(ctx context.Context, l *lab.Lab, label string) ([]Check, error) {
+	m, err := ModelOf(l.Mode())
 	if err != nil {
 		return nil, err
 	}
-	m, err := proxy.Lookup(l.Mode())
+	return Execute(ctx, l, Derive(l.Topology(), m, l.ProxyConfig()), label)
+}
+
+// Execute checks every flow of plan p with real connections in the running lab l,
+// a few flows at a time; label names the run in each check.
+func Execute(ctx context.Context, l *lab.Lab, p Plan, label string) ([]Check, error) {
+	m, err := ModelOf(l.Mode())
 	if err != nil {
 		return nil, err
+	}
+	if m != p.Model {
+		return nil, fmt.Errorf("verify: lab %s runs mode %s (%v), the plan is for the %v", l.ID, l.Mode(), m, p.Model)
+	}
+	flows := p.Flows
+	netns := make([]string, len(flows))
+	for i, f := range flows {
+		member, err := l.Member(f.Source.Name)
+		if err != nil {
+			return nil, fmt.Errorf("verify: flow %q: %w", f.Name, err)
+		}
+		netns[i] = member.NetNS
 	}
 	checks := make([]Check, len(flows))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
 	var refused []int
-	// Flows that share a scheduler run one after another. IPVS's rr rotation is
-	// one per virtual server, shared by every client: two flows through it side
-	// by side could alternate in step and each see one backend only. iptables
-	// picks at random per connection, so there each flow stands alone.
+	// Flows through a virtual server whose one scheduler picks the backends of
+	// every client's connections (IPVS's rr rotation) run one after another: two
+	// side by side could alternate in step and each see one backend only. Random
+	// picks per connection need no such care.
+	mode, err := proxy.Lookup(l.Mode())
+	if err != nil {
+		return nil, err
+	}
+	shared := mode.Dataplane.Selection == proxy.SharedPerVirtualServer
 	var groups [][]int
-	shared := map[string]int{}
+	group := map[string]int{}
 	for i := range flows {
 		if flows[i].Expected.Outcome == traffic.Refused {
 			refused = append(refused, i)
 			continue
 		}
 		key := strconv.Itoa(i)
-		if m.Dataplane.Selection == proxy.SharedPerVirtualServer {
+		if shared {
 			key = flows[i].scheduler()
 		}
-		g, ok := shared[key]
+		g, ok := group[key]
 		if !ok {
 			g = len(groups)
-			shared[key] = g
+			group[key] = g
 			groups = append(groups, nil)
 		}
 		groups[g] = append(groups[g], i)
@@ -167,7 +134,7 @@ func Run(ctx context.Context, l *lab.Lab, mode string) ([]Check, error) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			for _, i := range group {
-				checks[i] = check(ctx, flows[i], mode, nil)
+				checks[i] = check(ctx, flows[i], netns[i], label, nil)
 			}
 		}()
 	}
@@ -185,7 +152,7 @@ func Run(ctx context.Context, l *lab.Lab, mode string) ([]Check, error) {
 			defer wg.Done()
 			budget := newICMPBudget()
 			for _, i := range list {
-				checks[i] = check(ctx, flows[i], mode, budget)
+				checks[i] = check(ctx, flows[i], netns[i], label, budget)
 			}
 		}()
 	}
@@ -193,8 +160,8 @@ func Run(ctx context.Context, l *lab.Lab, mode string) ([]Check, error) {
 	return checks, ctx.Err()
 }
 
-// scheduler names the IPVS virtual server that picks the flow's backend: the
-// NodePort's node, or for a ClusterIP the source's own node.
+// scheduler names the virtual server that picks the flow's backend: the node the
+// flow is addressed to, or for a ClusterIP the source's own node.
 func (f Flow) scheduler() string {
 	node := f.Target.Node
 	if node == "" {
@@ -250,14 +217,10 @@ func attemptsFor(k, n int) int {
 	return int(math.Ceil(math.Log(missRate/float64(k)) / math.Log(1-1/float64(n))))
 }
 
-func check(ctx context.Context, f Flow, mode string, budget *icmpBudget) Check {
-	sp := f.Port
-	c := Check{
-		Name: fmt.Sprintf("%s %s -> %s %s", f.Source.Kind, f.Source.Name, sp.Name.String(proxy.DefaultVersion), f.Target),
-		Mode: mode, From: f.Source.Name, To: f.Target.String(), Expected: f.Expected.String(),
-		Service: sp.Name.String(proxy.DefaultVersion), Protocol: string(sp.Protocol), Why: f.Expected.Why,
-	}
-	dial := traffic.Dial{From: f.NetNS, Protocol: string(sp.Protocol), To: f.Target.Addr, Timeout: answerTimeout}
+// check makes one flow's attempts from the namespace netns.
+func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget) Check {
+	c := f.planned(label)
+	dial := traffic.Dial{From: netns, Protocol: f.Protocol, To: f.Target.Addr, Timeout: answerTimeout}
 	exp := f.Expected
 	attempts := 1
 	switch {
@@ -267,17 +230,22 @@ func check(ctx context.Context, f Flow, mode string, budget *icmpBudget) Check {
 			dial.Timeout = bypassTimeout
 		}
 	case exp.Outcome == traffic.Answered:
-		n := len(exp.Backends)
 		if exp.MayTimeout {
-			n = len(sp.Endpoints)
 			dial.Timeout = bypassTimeout
 		}
-		attempts = attemptsFor(len(exp.Backends), n)
+		attempts = attemptsFor(len(exp.Backends), max(f.Candidates, len(exp.Backends)))
 	case exp.Outcome == traffic.Refused:
 		attempts = refuseAttempts
 	case exp.Outcome == traffic.Timeout:
 		attempts, dial.Timeout = dropAttempts, dropTimeout
 	}
+	// Seeing every expected backend settles a flow when the expectation accounts
+	// for every endpoint the rules may pick (those it leaves out are known to go
+	// unanswered, with MayTimeout). Otherwise, as for a flows file's flow that
+	// lists fewer backends than its Service has, every attempt is made, so that
+	// one the expectation leaves out is caught: attemptsFor bounds the chance
+	// of missing it by missRate too.
+	accounted := exp.MayTimeout || len(exp.Backends) >= f.Candidates
 	obs := newObservation()
 	ok := true
 	for i := 0; i < attempts && ctx.Err() == nil; i++ {
@@ -293,7 +261,8 @@ func check(ctx context.Context, f Flow, mode string, budget *icmpBudget) Check {
 		obs.add(out, r)
 		switch {
 		case out == traffic.Answered && exp.Outcome == traffic.Answered:
-			if !allowed(exp.Backends[r.Backend()], r.Client.Addr()) {
+			srcs, expected := exp.Backends[r.Backend()]
+			if !expected || !allowed(srcs, r.Client.Addr()) {
 				ok = false
 			}
 		case out == traffic.Timeout && exp.MayTimeout:
@@ -302,7 +271,7 @@ func check(ctx context.Context, f Flow, mode string, budget *icmpBudget) Check {
 		case out != exp.Outcome:
 			ok = false
 		}
-		if exp.Outcome == traffic.Answered && !exp.Sticky && obs.covers(exp.Backends) ||
+		if exp.Outcome == traffic.Answered && !exp.Sticky && accounted && obs.covers(exp.Backends) ||
 			exp.Outcome == traffic.Refused && out == traffic.Refused {
 			break
 		}
@@ -324,7 +293,12 @@ func check(ctx context.Context, f Flow, mode string, budget *icmpBudget) Check {
 	return c
 }
 
+// allowed tells whether a backend that may see the sources srcs (any, when none
+// are given) may see a.
 func allowed(srcs []netip.Addr, a netip.Addr) bool {
+	if len(srcs) == 0 {
+		return true
+	}
 	for _, s := range srcs {
 		if s == a {
 			return true

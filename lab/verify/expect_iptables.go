@@ -1,0 +1,60 @@
+package verify
+
+import (
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// iptablesRules is what kube-proxy's iptables mode does with a flow, following the
+// chains of pkg/proxy/iptables: which endpoints the policy chain holds on the
+// translating node, whether KUBE-MARK-MASQ marks the flow, and whether the replies
+// come back through that node.
+type iptablesRules struct{}
+
+// view: releases before 1.24 see endpoints differently (proxy.ServicePort.AsSeenBy),
+// and the iptables proxier renders what its release sees.
+func (iptablesRules) view(sp proxy.ServicePort, v proxy.Version) proxy.ServicePort {
+	return sp.AsSeenBy(v)
+}
+
+func (iptablesRules) choose(m *model, f flowAt) choice {
+	src, sp, c, d := f.src, f.sp, f.c, f.d
+	if !c.HasAny {
+		return choice{none: traffic.Refused, why: "no endpoints: KUBE-SERVICES / KUBE-EXTERNAL-SERVICES reject"}
+	}
+	fromPod := src.Kind == lab.KindPod && m.cluster.ClusterCIDR.Contains(src.IP)
+	// srcLocal: the packet's source is an address of d (the node itself).
+	srcLocal := src.Kind == lab.KindNode && src.Node == d
+	if f.tgt.Node == "" {
+		// A node's own packets leave with its eth0 address, outside the cluster CIDR.
+		masq := m.cluster.MasqueradeAll || !m.cluster.ClusterCIDR.Contains(src.IP)
+		if !sp.InternalLocal {
+			return choice{eps: c.Cluster, masq: masq, why: "ClusterIP: any endpoint"}
+		}
+		if len(c.Local) == 0 {
+			return choice{none: traffic.Timeout, why: "internalTrafficPolicy Local and no endpoint on " + d + ": dropped"}
+		}
+		return choice{eps: c.Local, masq: masq, why: "internalTrafficPolicy Local: endpoints on " + d}
+	}
+	switch {
+	case !sp.ExternalLocal:
+		return choice{eps: c.Cluster, masq: true, why: "NodePort, policy Cluster: any endpoint, masqueraded"}
+	case fromPod:
+		return choice{eps: c.Cluster, why: "NodePort, policy Local, from a pod: short-circuited to the cluster chain"}
+	case srcLocal:
+		return choice{eps: c.Cluster, masq: true, why: "NodePort, policy Local, from the node itself: masqueraded, any endpoint"}
+	case len(c.Local) == 0:
+		return choice{none: traffic.Timeout, why: "externalTrafficPolicy Local and no endpoint on " + d + ": dropped"}
+	}
+	return choice{eps: c.Local, why: "NodePort, policy Local: endpoints on " + d + ", client address kept"}
+}
+
+// hairpinMasqueraded: every KUBE-SEP chain marks packets from its own endpoint, on
+// whichever node translates them.
+func (iptablesRules) hairpinMasqueraded(bool) bool { return true }
+
+func (iptablesRules) lost(d string) string {
+	return "replies from endpoints off " + d + " bypass its conntrack and never reach the client"
+}
+

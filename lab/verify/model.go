@@ -1,0 +1,62 @@
+package verify
+
+import (
+	"fmt"
+
+	"github.com/svclab/svclab/lab/proxy"
+)
+
+// ModelOf is the dataplane model verify applies to the proxy mode called mode,
+// as the mode's registration says.
+func ModelOf(mode string) (proxy.Model, error) {
+	m, err := proxy.Lookup(mode)
+	if err != nil {
+		return 0, fmt.Errorf("verify: %w", err)
+	}
+	if _, ok := semanticsOf(m.Dataplane.Model); !ok {
+		return 0, fmt.Errorf("verify: no expectations are defined for mode %s's %v", mode, m.Dataplane.Model)
+	}
+	return m.Dataplane.Model, nil
+}
+
+// semantics is what a model knows of one dataplane; expect (expect.go) frames each
+// flow and asks it the rest.
+type semantics interface {
+	// view is the Service port as the mode's proxier at kube-proxy release v
+	// programs it.
+	view(sp proxy.ServicePort, v proxy.Version) proxy.ServicePort
+	// choose says what the translating node does with the flow: which endpoints
+	// its rules may pick and whether the flow is masqueraded, or that nothing
+	// answers.
+	choose(m *model, f flowAt) choice
+	// hairpinMasqueraded tells whether a pod reaching itself through the Service
+	// is masqueraded, local telling whether it runs on the translating node;
+	// otherwise its own replies bypass the translation and are lost.
+	hairpinMasqueraded(local bool) bool
+	// lost is the reason given when replies of some endpoints the rules pick
+	// bypass d, the node that translated the request.
+	lost(d string) string
+}
+
+// semanticsOf is what verify knows of model m. kube-proxy's nftables mode
+// behaves as its iptables mode for every flow verify plans (its dispatch is one
+// table instead of chains, its drops and rejects the same), so one model serves
+// both.
+func semanticsOf(m proxy.Model) (semantics, bool) {
+	switch m {
+	case proxy.ModelIPTables, proxy.ModelNFTables:
+		return iptablesRules{}, true
+	case proxy.ModelIPVS:
+		return ipvsRules{}, true
+	}
+	return nil, false
+}
+
+// mustSemantics is semanticsOf for a model ModelOf gave.
+func mustSemantics(m proxy.Model) semantics {
+	s, ok := semanticsOf(m)
+	if !ok {
+		panic(fmt.Sprintf("verify: no semantics for the %v", m))
+	}
+	return s
+}

@@ -1,0 +1,108 @@
+package verify
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
+)
+
+// Plan is every check a verify run makes and what each must see, settled before a
+// packet is sent.
+type Plan struct {
+	// Model is the dataplane semantics the plan is for; execution refuses a lab
+	// whose mode has other semantics, and schedules flows the way it picks
+	// backends.
+	Model proxy.Model
+	Flows []Flow
+}
+
+// Flow is one member dialling one address, with what must happen.
+type Flow struct {
+	// Name names the flow's check.
+	Name   string
+	Source Source
+	Target Target
+	// To is the target as the report shows it.
+	To       string
+	Protocol string // "TCP" or "UDP"
+	// Service is the Service port dialled ("default/web:http"); empty when the
+	// address is none of the topology's Services'.
+	Service string
+	// Candidates is how many endpoints the rules may pick among. With Expected's
+	// backends it sizes the attempts that must see each of them; when it is more
+	// than those and no pick is known to go unanswered, every attempt is made, to
+	// catch a pick the expectation leaves out.
+	Candidates int
+	Expected   Expectation
+}
+
+// Derive plans every flow of topology t under model m and the cluster-wide
+// settings c (kube-proxy release, masquerade-all): from each node, pod and client
+// to each ClusterIP:port and each node:nodePort. It needs neither root nor a lab.
+func Derive(t *topology.Topology, m proxy.Model, c proxy.Config) Plan {
+	mod := newModel(t, c)
+	rules := mustSemantics(m)
+	sources := sourcesOf(t)
+	plan := Plan{Model: m}
+	for _, sp := range proxy.FromObjects(t.Services, t.EndpointSlices()) {
+		targets := []Target{{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}}
+		if sp.NodePort != 0 {
+			for _, n := range t.Nodes {
+				targets = append(targets, Target{Node: n.Name, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))})
+			}
+		}
+		service := sp.Name.String(proxy.DefaultVersion)
+		for _, src := range sources {
+			for _, tgt := range targets {
+				exp := mod.expect(rules, src, sp, tgt)
+				// The model knows which endpoints answer; where some picks go
+				// unanswered, the rules pick among all of the Service's.
+				candidates := len(exp.Backends)
+				if exp.MayTimeout {
+					candidates = len(sp.Endpoints)
+				}
+				plan.Flows = append(plan.Flows, Flow{
+					Name:   fmt.Sprintf("%s %s -> %s %s", src.Kind, src.Name, service, tgt),
+					Source: src, Target: tgt, To: tgt.String(), Protocol: string(sp.Protocol),
+					Service: service, Candidates: candidates, Expected: exp,
+				})
+			}
+		}
+	}
+	return plan
+}
+
+// sourcesOf lists the members a flow can start from: nodes, pods, then clients.
+func sourcesOf(t *topology.Topology) []Source {
+	var sources []Source
+	for _, n := range t.Nodes {
+		sources = append(sources, Source{Name: n.Name, Kind: lab.KindNode, IP: n.IP, Node: n.Name})
+	}
+	for _, p := range t.Pods {
+		sources = append(sources, Source{Name: p.Name, Kind: lab.KindPod, IP: p.IP, Node: p.Node})
+	}
+	for _, c := range t.Clients {
+		sources = append(sources, Source{Name: c.Name, Kind: lab.KindClient, IP: c.IP})
+	}
+	return sources
+}
+
+// Checks are the plan's checks as a run reports them, before any is made: nothing
+// observed, nothing passed.
+func (p Plan) Checks(label string) []Check {
+	checks := make([]Check, len(p.Flows))
+	for i, f := range p.Flows {
+		checks[i] = f.planned(label)
+	}
+	return checks
+}
+
+func (f Flow) planned(label string) Check {
+	return Check{
+		Name: f.Name, Mode: label, From: f.Source.Name, To: f.To, Expected: f.Expected.String(),
+		Service: f.Service, Protocol: f.Protocol, Why: f.Expected.Why,
+	}
+}
