@@ -1,4 +1,4 @@
-// Command svclab-kube is the Kubernetes components svclab runs in a lab, as one
+// Command svclab-kube holds the Kubernetes components svclab runs in a lab, as one
 // multi-call binary: kube-apiserver (with an embedded etcd), kube-controller-manager,
 // kube-proxy, kubectl and CoreDNS, each the unmodified upstream program at the
 // release pinned in this module's go.mod, linked as a library. One binary is built
@@ -13,9 +13,9 @@
 //	CGO_ENABLED=0 go build -trimpath -ldflags '-s -w
 //	  -X k8s.io/component-base/version.gitVersion=v1.37.2
 //	  -X k8s.io/component-base/version.gitMajor=1
-//	  -X k8s.io/component-base/version.gitMinor=37
-//	  -X k8s.io/component-base/version.gitTreeState=clean' ./cmd/svclab-kube
+//	  -X k8s.io/component-base/version.gitMinor=37' ./cmd/svclab-kube
 //
 // static, so it also runs in svclab's VM guest, which has no C library; without the
-// -X flags the Kubernetes version reads v0.0.0-master.
+// -X flags the Kubernetes version reads v0.0.0-master. (The release's commit is not
+// known to a module build, so gitCommit stays empty.)
 package main
