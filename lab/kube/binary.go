@@ -1,0 +1,174 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Version is the Kubernetes release the components module (components/go.mod) pins;
+// TestVersionMatchesComponents keeps the two equal.
+const Version = "v1.37.2"
+
+// DefaultCacheDir holds built component binaries.
+const DefaultCacheDir = "/var/cache/svclab/kube"
+
+// BinaryEnv names the environment variable that, like --kube-binary, gives a
+// component binary to use instead of building one.
+const BinaryEnv = "SVCLAB_KUBE_BINARY"
+
+// SourceEnv names the environment variable that gives the svclab source tree (the
+// directory holding components/go.mod) when it is not found by walking up from the
+// executable or the working directory.
+const SourceEnv = "SVCLAB_SOURCE"
+
+// Options says where the component binary comes from.
+type Options struct {
+	// Path is a binary to use as it is (--kube-binary); empty: $SVCLAB_KUBE_BINARY,
+	// else the cache, else a build.
+	Path string
+	// CacheDir holds built binaries; empty: DefaultCacheDir.
+	CacheDir string
+	// Log receives progress lines (a build takes minutes); nil drops them.
+	Log io.Writer
+}
+
+// Binary returns the path of a svclab-kube binary: the one Options.Path or
+// $SVCLAB_KUBE_BINARY names (checked by running its version command), else the
+// cached build of this source tree's components (keyed by Version and a hash of
+// components/go.mod, go.sum and *.go), else a new build into the cache. Two runs
+// asking at once build once: the build holds a lock on the cache, and the binary
+// appears by rename.
+func Binary(ctx context.Context, o Options) (string, error) {
+	path := o.Path
+	if path == "" {
+		path = os.Getenv(BinaryEnv)
+	}
+	if path != "" {
+		if err := checkBinary(ctx, path); err != nil {
+			return "", err
+		}
+		return path, nil
+	}
+	cacheDir := o.CacheDir
+	if cacheDir == "" {
+		cacheDir = DefaultCacheDir
+	}
+	lg := logger{o.Log}
+	src, srcErr := findSource()
+	if srcErr != nil {
+		// An installed svclab without its source tree can still use what an earlier
+		// run built for this version.
+		if cached := newestCached(cacheDir); cached != "" {
+			lg.printf("no source tree (%v); using the cached %s", srcErr, cached)
+			touch(cached)
+			return cached, nil
+		}
+		return "", fmt.Errorf("the Kubernetes components (%s) are not built yet and %w; or give a built svclab-kube with --kube-binary PATH or $%s", Version, srcErr, BinaryEnv)
+	}
+	key, err := sourceKey(src)
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(cacheDir, cachedName(key))
+	if _, err := os.Stat(bin); err == nil {
+		touch(bin)
+		return bin, nil
+	}
+	unlock, err := lockDir(ctx, cacheDir, lg)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	// Another run may have built it while this one waited for the lock.
+	if _, err := os.Stat(bin); err == nil {
+		touch(bin)
+		return bin, nil
+	}
+	if err := build(ctx, src, bin, lg); err != nil {
+		return "", err
+	}
+	prune(cacheDir, bin, lg)
+	return bin, nil
+}
+
+// checkBinary runs path's version command, so a wrong --kube-binary fails before
+// a lab is built around it.
+func checkBinary(ctx context.Context, path string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "version").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("kube binary %s: %s version: %w: %s", path, path, err, strings.TrimSpace(string(out)))
+	}
+	if !strings.Contains(string(out), "kubernetes ") {
+		return fmt.Errorf("kube binary %s: its version command printed %q, not a svclab-kube's versions", path, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// cachedName is the file name of the build of sources with the given key.
+func cachedName(key string) string { return "svclab-kube-" + Version + "-" + key }
+
+// newestCached returns the most recently used cached binary of Version, or "".
+func newestCached(cacheDir string) string {
+	matches, _ := filepath.Glob(filepath.Join(cacheDir, "svclab-kube-"+Version+"-*"))
+	sort.Slice(matches, func(i, j int) bool { return modTime(matches[i]).After(modTime(matches[j])) })
+	if len(matches) == 0 {
+		return ""
+	}
+	return matches[0]
+}
+
+func modTime(p string) time.Time {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
+}
+
+// touch marks a cached binary as used now, so pruning keeps it.
+func touch(p string) {
+	now := time.Now()
+	os.Chtimes(p, now, now)
+}
+
+// staleAfter is how long a cached binary may go unused before a build removes it:
+// each is about 130 MB, and every change to the components' sources makes a new one.
+const staleAfter = 7 * 24 * time.Hour
+
+// prune removes cached binaries other than keep that were unused for staleAfter,
+// and leftovers of builds that died. The caller holds the cache lock.
+func prune(cacheDir, keep string, lg logger) {
+	leftovers, _ := filepath.Glob(filepath.Join(cacheDir, ".build-*"))
+	for _, p := range leftovers {
+		os.Remove(p)
+	}
+	all, _ := filepath.Glob(filepath.Join(cacheDir, "svclab-kube-*"))
+	for _, p := range all {
+		unused := time.Since(modTime(p))
+		if p == keep || unused < staleAfter {
+			continue
+		}
+		if err := os.Remove(p); err == nil {
+			lg.printf("removed %s, unused for %s", p, unused.Round(time.Hour))
+		}
+	}
+}
+
+// logger writes one-line progress messages; a nil writer drops them.
+type logger struct{ w io.Writer }
+
+func (l logger) printf(format string, args ...any) {
+	if l.w == nil {
+		return
+	}
+	fmt.Fprintf(l.w, "kube: "+format+"\n", args...)
+}

@@ -1,0 +1,167 @@
+package kube
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// ProxyProcessConfig is one node's kube-proxy process.
+type ProxyProcessConfig struct {
+	// Name names it in messages ("kube-proxy node-1").
+	Name string
+	// Netns is the node's namespace.
+	Netns string
+	// ConfigFile is its KubeProxyConfiguration (WriteProxyConfig), which also names
+	// the kubeconfig.
+	ConfigFile string
+	// Binary is a kube-proxy of the user's (--kube-proxy-binary), run as
+	// `Binary --config ConfigFile`; empty: the component binary's kube-proxy.
+	Binary string
+	// IPTablesBackend is the iptables backend (nft or legacy) its iptables mode
+	// runs: kube-proxy runs whatever `iptables` its PATH finds, so the programs of
+	// the backend are linked under that name into RunDir, first on its PATH (what
+	// the kube-proxy image's iptables wrapper does by detection). Empty leaves
+	// PATH alone.
+	IPTablesBackend string
+	// RunDir holds the backend's links and the xtables lock file; the lab's run
+	// directory, so two labs never wait for each other's lock.
+	RunDir string
+	// LogFile receives its output.
+	LogFile string
+	// ExtraArgs are appended to --config (a flag kube-proxy honours beside its
+	// configuration file).
+	ExtraArgs []string
+}
+
+// StartProxy starts kube-proxy in the node's namespace.
+func StartProxy(binary string, c ProxyProcessConfig) (*Process, error) {
+	name := c.Name
+	if name == "" {
+		name = "kube-proxy"
+	}
+	args := []string{"kube-proxy", "--config=" + c.ConfigFile}
+	path := binary
+	if c.Binary != "" {
+		path, args = c.Binary, args[1:]
+	}
+	args = append(args, c.ExtraArgs...)
+	var env []string
+	if c.RunDir != "" {
+		env = append(env, "XTABLES_LOCKFILE="+filepath.Join(c.RunDir, "xtables.lock"))
+	}
+	if c.IPTablesBackend != "" {
+		dir, err := iptablesLinks(c.RunDir, c.IPTablesBackend)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		env = append(env, "PATH="+dir+string(os.PathListSeparator)+os.Getenv("PATH"))
+	}
+	return Start(Command{Name: name, Netns: c.Netns, Path: path, Args: args, Env: env, LogFile: c.LogFile})
+}
+
+// iptablesLinks makes runDir/iptables-<backend>/ holding iptables, iptables-save,
+// iptables-restore and their ip6tables twins, each a link to the backend's
+// multi-call program (xtables-nft-multi, xtables-legacy-multi), which picks
+// the tool by the name it is run as.
+func iptablesLinks(runDir, backend string) (string, error) {
+	b, err := xtables.BackendFor(backend)
+	if err != nil {
+		return "", err
+	}
+	if err := b.Check(); err != nil {
+		return "", err
+	}
+	prog, err := exec.LookPath(b.IPTables)
+	if err == nil {
+		prog, err = filepath.EvalSymlinks(prog)
+	}
+	if err != nil {
+		return "", fmt.Errorf("iptables %s backend: %w", backend, err)
+	}
+	dir := filepath.Join(runDir, "iptables-"+b.Name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	for _, tool := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		link := filepath.Join(dir, tool)
+		os.Remove(link)
+		if err := os.Symlink(prog, link); err != nil {
+			return "", fmt.Errorf("iptables %s backend: %w", backend, err)
+		}
+	}
+	return dir, nil
+}
+
+// syncCount is the metric kube-proxy counts its syncs with (a histogram per IP
+// family since 1.28; without the label before).
+const syncCount = "kubeproxy_sync_proxy_rules_duration_seconds_count"
+
+// WaitProxy waits until kube-proxy in p, serving metrics on nodeIP, has finished
+// its first IPv4 sync (its healthz answers 200 from the start, so the sync
+// counter is what tells), and returns how long after its start that was.
+func WaitProxy(ctx context.Context, p *Process, nodeIP netip.Addr) (time.Duration, error) {
+	client := traffic.HTTPClient(p.Netns, time.Second)
+	url := ProxyMetricsURL(nodeIP)
+	for {
+		n, err := proxySyncs(ctx, client, url)
+		if err == nil && n > 0 {
+			return time.Since(p.Started), nil
+		}
+		if exited := p.Exited(); exited != nil {
+			return 0, exited
+		}
+		select {
+		case <-ctx.Done():
+			return 0, fmt.Errorf("%s: no sync yet (%s: %v): %w", p.Name, url, err, ctx.Err())
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// proxySyncs reads how many IPv4 syncs kube-proxy has made from its metrics.
+func proxySyncs(ctx context.Context, client *http.Client, url string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%s", resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, syncCount) {
+			continue
+		}
+		labels := strings.TrimPrefix(line, syncCount)
+		if strings.HasPrefix(labels, "{") && !strings.Contains(labels, `ip_family="IPv4"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		return strconv.ParseFloat(f[len(f)-1], 64)
+	}
+	return 0, sc.Err()
+}
+
+// ProxyMetricsURL is where kube-proxy serves its metrics inside the node.
+func ProxyMetricsURL(nodeIP netip.Addr) string {
+	return "http://" + netip.AddrPortFrom(nodeIP, ProxyMetricsPort).String() + "/metrics"
+}
