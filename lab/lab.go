@@ -7,6 +7,8 @@
 package lab
 
 import (
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
 	"context"
 	"errors"
 	"fmt"
@@ -315,7 +317,7 @@ func ConfigOf(t *topology.Topology, o Options) (proxy.Config, error) {
 		c.Version = v
 	}
 	if c.KubeProxy.Mode == "" {
-		c.KubeProxy.Mode = o.Mode
+		c.KubeProxy.Mode = kubeproxyconfig.ProxyMode(o.Mode)
 	}
 	if c.KubeProxy.ClusterCIDR == "" && t.ClusterCIDR.IsValid() {
 		c.KubeProxy.ClusterCIDR = t.ClusterCIDR.String()

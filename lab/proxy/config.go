@@ -1,17 +1,23 @@
 package proxy
 
 import (
+	"errors"
+
 	"fmt"
 	"net/netip"
 	"strings"
+
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 )
 
 // Config is how one node's proxy is configured: kube-proxy's own configuration
 // (the fields svclab's proxiers read of it), and svclab's settings that kube-proxy
 // does not have.
 type Config struct {
-	// KubeProxy is kube-proxy's configuration file, as svclab's proxiers read it.
-	KubeProxy KubeProxyConfiguration
+	// KubeProxy is kube-proxy's configuration file (its own type, read as
+	// strictly as kube-proxy reads it); Validate says which of its fields
+	// svclab's proxiers implement.
+	KubeProxy kubeproxyconfig.KubeProxyConfiguration
 	// Version is the kube-proxy release whose rules svclab's proxiers reproduce.
 	Version Version
 	// ServiceCIDR is the cluster's service range (the API server's
@@ -55,34 +61,38 @@ func (c Config) VersionOr() Version {
 	return c.Version
 }
 
+// Sections of kube-proxy's configuration, which Mode.Section names.
+const (
+	SectionIPTables = "iptables"
+	SectionIPVS     = "ipvs"
+	SectionNFTables = "nftables"
+)
+
 // Validate checks the fields svclab's proxiers read, naming the field that is
-// wrong as the configuration file spells it.
+// wrong as the configuration file spells it, and refuses settings that would
+// change kube-proxy's rules in ways svclab's proxiers do not reproduce: the real
+// kube-proxy (--proxy kube-proxy) takes them all.
 func (c Config) Validate() error {
 	k := c.KubeProxy
 	if k.ClusterCIDR != "" && !c.ClusterCIDR().IsValid() {
 		return fmt.Errorf("clusterCIDR %q: not an IPv4 CIDR", k.ClusterCIDR)
 	}
-	switch k.DetectLocalMode {
-	case "", LocalModeClusterCIDR, LocalModeNodeCIDR:
-	case LocalModeBridgeInterface:
-		if k.DetectLocal.BridgeInterface == "" {
-			return fmt.Errorf("detectLocalMode %s needs detectLocal.bridgeInterface", k.DetectLocalMode)
-		}
-	case LocalModeInterfaceNamePrefix:
-		if k.DetectLocal.InterfaceNamePrefix == "" {
-			return fmt.Errorf("detectLocalMode %s needs detectLocal.interfaceNamePrefix", k.DetectLocalMode)
-		}
-	default:
-		return fmt.Errorf("detectLocalMode %q: want %s, %s, %s or %s", k.DetectLocalMode,
-			LocalModeClusterCIDR, LocalModeNodeCIDR, LocalModeBridgeInterface, LocalModeInterfaceNamePrefix)
+	if m := k.DetectLocalMode; m != "" && m != localModeClusterCIDR {
+		return fmt.Errorf("detectLocalMode %s: %w", m, errNotReproduced)
 	}
-	for i, a := range k.NodePortAddresses {
-		if a == NodePortAddressesPrimary {
-			continue
-		}
-		if _, err := netip.ParsePrefix(a); err != nil {
-			return fmt.Errorf("nodePortAddresses[%d] %q: want a CIDR or %q", i, a, NodePortAddressesPrimary)
-		}
+	if len(k.NodePortAddresses) > 0 {
+		return fmt.Errorf("nodePortAddresses: %w", errNotReproduced)
+	}
+	if p := k.IPTables.LocalhostNodePorts; p != nil && !*p {
+		return fmt.Errorf("iptables.localhostNodePorts false: %w", errNotReproduced)
 	}
 	return nil
 }
+
+// localModeClusterCIDR is kube-proxy's default detectLocalMode (the type's
+// package names no values).
+const localModeClusterCIDR = "ClusterCIDR"
+
+// errNotReproduced says that a setting is kube-proxy's but svclab's proxiers do
+// not write its rules.
+var errNotReproduced = errors.New("svclab's own proxiers do not reproduce it; the real kube-proxy does (--proxy kube-proxy)")

@@ -3,6 +3,8 @@ package verify
 import (
 	"testing"
 
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -40,7 +42,7 @@ func TestExpectIPVSPolicies(t *testing.T) {
 
 func TestExpectIPVSMasqueradeAll(t *testing.T) {
 	web := mustLoad(t, "../../topologies/web.yaml")
-	c := proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String(), IPTables: proxy.IPTablesConfiguration{MasqueradeAll: true}}}
+	c := proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String(), IPTables: kubeproxyconfig.KubeProxyIPTablesConfiguration{MasqueradeAll: true}}}
 	got := expectWith(t, proxy.ModelIPVS, web, c, "client", "default/web:http", "").String()
 	if want := "10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"; got != want {
 		t.Errorf("masquerade-all: %s, want %s", got, want)

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
@@ -27,7 +29,7 @@ func mustLoad(t *testing.T, path string) *topology.Topology {
 // NodePort.
 func expectFor(t *testing.T, m proxy.Model, top *topology.Topology, from, svc, node string) Expectation {
 	t.Helper()
-	return expectWith(t, m, top, proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: top.ClusterCIDR.String()}, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion}, from, svc, node)
+	return expectWith(t, m, top, proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: top.ClusterCIDR.String()}, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion}, from, svc, node)
 }
 
 func expectWith(t *testing.T, m proxy.Model, top *topology.Topology, c proxy.Config, from, svc, node string) Expectation {

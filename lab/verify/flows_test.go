@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
@@ -22,7 +24,7 @@ func TestShippedFlowsAgreeWithModels(t *testing.T) {
 			t.Fatal(err)
 		}
 		derived := map[string]Flow{}
-		for _, f := range Derive(web, m, proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String()}, Version: proxy.DefaultVersion}).Flows {
+		for _, f := range Derive(web, m, proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String()}, Version: proxy.DefaultVersion}).Flows {
 			derived[f.Source.Name+" "+f.To+" "+f.Protocol] = f
 		}
 		if len(plan.Flows) != 6 {

@@ -3,6 +3,8 @@ package verify
 import (
 	"testing"
 
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
 	"github.com/svclab/svclab/lab/proxy"
 )
 
@@ -10,7 +12,7 @@ import (
 // observed and nothing passed.
 func TestPlanChecks(t *testing.T) {
 	web := mustLoad(t, "../../topologies/web.yaml")
-	plan := Derive(web, proxy.ModelIPTables, proxy.Config{KubeProxy: proxy.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String()}, Version: proxy.DefaultVersion})
+	plan := Derive(web, proxy.ModelIPTables, proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String()}, Version: proxy.DefaultVersion})
 	// Seven members to the ClusterIP and two NodePorts.
 	if len(plan.Flows) != 18 {
 		t.Fatalf("%d flows, want 18", len(plan.Flows))

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 	"slices"
 
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab/proxy"
@@ -23,7 +25,7 @@ var (
 // Target is node n of the lab, with kube-proxy release v.
 func Target(n proxy.Node, v proxy.Version) proxy.Target {
 	return proxy.Target{Node: n, Config: proxy.Config{
-		KubeProxy:   proxy.KubeProxyConfiguration{ClusterCIDR: "10.244.0.0/16"},
+		KubeProxy:   kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: "10.244.0.0/16"},
 		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/12"),
 		Version:     v,
 	}}

@@ -1,6 +1,8 @@
 package iptables
 
 import (
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
 	"flag"
 	"fmt"
 	"net/netip"
@@ -351,7 +353,7 @@ func TestRejectsUnknownOptions(t *testing.T) {
 	tg := target(node1, v137)
 	with := func(backend, method, detect string) proxy.Target {
 		t := tg
-		t.Config.Backend, t.Config.Method, t.Config.KubeProxy.DetectLocalMode = backend, method, detect
+		t.Config.Backend, t.Config.Method, t.Config.KubeProxy.DetectLocalMode = backend, method, kubeproxyconfig.LocalMode(detect)
 		return t
 	}
 	for _, bad := range []proxy.Target{with("iptables", "", ""), with("", "fast", ""), with("", ipvsMethod, ""), with("", "", "Guess")} {
