@@ -114,6 +114,12 @@ func removeStrayDirs(dir string, running []string) error {
 func Remove(dir string, r *Record) ([]string, error) {
 	var removed []string
 	var errs []error
+	for _, c := range r.Components {
+		// Only the recorded process: Signal checks its start time first.
+		if err := c.Process.Signal(syscall.SIGKILL); err != nil {
+			errs = append(errs, fmt.Errorf("lab %s: end %s (pid %d): %w", r.ID, c.Name, c.Process.PID, err))
+		}
+	}
 	for _, m := range r.Members {
 		if !namespaces.Exists(m.NetNS) {
 			continue

@@ -19,6 +19,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
@@ -35,6 +36,15 @@ type Options struct {
 	Proxy proxy.Config
 	// KubeProxyVersion overrides the topology's kubeProxyVersion when not empty.
 	KubeProxyVersion string
+	// ControlPlane gives the lab a control plane even when its topology has
+	// none (controlPlane: true).
+	ControlPlane bool
+	// KubeProxy runs the real kube-proxy in every node instead of svclab's own
+	// proxiers; it implies a control plane.
+	KubeProxy *KubeProxyOptions
+	// KubeBinary is the svclab-kube binary the control plane runs from; empty
+	// finds or builds it (kube.Binary).
+	KubeBinary string
 	// NoServers leaves the pods without servers (for benchmarks that only program
 	// rules).
 	NoServers bool
@@ -71,6 +81,10 @@ type Lab struct {
 	config proxy.Config
 	dir    string
 	record *Record
+	// cp is the control plane, nil without one; components are the processes
+	// the lab started, in order.
+	cp         *controlPlane
+	components []*kube.Process
 
 	// changeMu serialises topology changes and the syncs that follow them; mu
 	// guards the fields below for short reads and writes.
@@ -116,6 +130,11 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		return l, err
 	}
 	l.logf("lab %s: %d nodes, %d pods, %d clients up in %s", l.ID, len(t.Nodes), len(t.Pods), len(t.Clients), time.Since(start).Round(time.Millisecond))
+	if l.topo.ControlPlane != nil {
+		if err := l.startControlPlane(ctx); err != nil {
+			return l, err
+		}
+	}
 	if l.mode.Name != "" {
 		if err := l.startProxiers(ctx); err != nil {
 			return l, err
@@ -126,12 +145,21 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 			return l, err
 		}
 	}
+	if l.cp != nil && l.mode.Name != "" {
+		go l.follow(l.cp.watchCtx)
+	}
 	return l, nil
 }
 
 func newLab(t *topology.Topology, o Options) (*Lab, error) {
+	t = t.Clone()
+	if o.ControlPlane || o.KubeProxy != nil {
+		if err := t.EnableControlPlane(); err != nil {
+			return nil, err
+		}
+	}
 	l := &Lab{
-		opts: o, topo: t.Clone(), dir: o.RecordDir,
+		opts: o, topo: t, dir: o.RecordDir,
 		members:  map[string]*Member{},
 		proxiers: map[string]proxy.Proxier{},
 		health:   map[string]*proxy.HealthServer{},
@@ -145,8 +173,10 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := m.HasProxier(); err != nil {
-			return nil, err
+		if o.KubeProxy == nil {
+			if err := m.HasProxier(); err != nil {
+				return nil, err
+			}
 		}
 		if err := m.Available(); err != nil {
 			return nil, fmt.Errorf("mode %s: %w", m.Name, err)
@@ -156,6 +186,13 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	c, err := ConfigOf(t, o)
 	if err != nil {
 		return nil, err
+	}
+	if o.KubeProxy == nil {
+		// svclab's proxiers refuse what they do not reproduce; the real
+		// kube-proxy takes its whole configuration.
+		if err := c.Validate(); err != nil {
+			return nil, err
+		}
 	}
 	l.config = c
 	l.RunID = o.RunID
@@ -233,6 +270,7 @@ func (l *Lab) Down() error {
 	for _, p := range l.proxiers {
 		errs = append(errs, p.Close())
 	}
+	errs = append(errs, l.stopComponents())
 	names := make([]string, 0, len(l.members))
 	for _, m := range l.members {
 		names = append(names, m.NetNS)
@@ -325,5 +363,5 @@ func ConfigOf(t *topology.Topology, o Options) (proxy.Config, error) {
 	if !c.ServiceCIDR.IsValid() {
 		c.ServiceCIDR = t.ServiceCIDR
 	}
-	return c, c.Validate()
+	return c, nil
 }

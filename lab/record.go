@@ -30,6 +30,16 @@ type Record struct {
 	// down. A lab whose owner is gone is a leftover.
 	Owner   Process        `json:"owner"`
 	Members []MemberRecord `json:"members"`
+	// Components are the processes the lab runs in its namespaces (the API
+	// server, kube-proxy, ...). They die with the owner; `svclab clean` ends any
+	// that outlived it, by pid and start time.
+	Components []ComponentRecord `json:"components,omitempty"`
+}
+
+// ComponentRecord is one component process of a lab.
+type ComponentRecord struct {
+	Name    string  `json:"name"`
+	Process Process `json:"process"`
 }
 
 // MemberRecord is one namespace of a lab.
@@ -48,9 +58,12 @@ type Process struct {
 }
 
 // Self is the calling process.
-func Self() Process {
-	p := Process{PID: os.Getpid()}
-	st, _ := readStat(p.PID)
+func Self() Process { return ProcessOf(os.Getpid()) }
+
+// ProcessOf identifies the running process pid.
+func ProcessOf(pid int) Process {
+	p := Process{PID: pid}
+	st, _ := readStat(pid)
 	p.Start = st.start
 	return p
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/topologies"
@@ -25,7 +26,19 @@ type labFlags struct {
 	version       string
 	masqueradeAll bool
 	noCleanup     bool
+	// The control plane and the real kube-proxy.
+	controlPlane    bool
+	proxyImpl       string
+	kubeBinary      string
+	kubeProxyBinary string
+	kubeProxyConfig string
 }
+
+// Proxies that can program a lab's nodes (--proxy).
+const (
+	proxySvclab    = "svclab"
+	proxyKubeProxy = "kube-proxy"
+)
 
 func (f *labFlags) register(fs *pflag.FlagSet) {
 	fs.StringVarP(&f.file, "file", "f", "", "topology file, or the name of a shipped one (web, httpd); default: the built-in web.yaml")
@@ -36,6 +49,11 @@ func (f *labFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.version, "kube-proxy-version", "", "kube-proxy release whose rules to reproduce, e.g. 1.18 (default: the topology's, else "+proxy.DefaultVersion.String()+")")
 	fs.BoolVar(&f.masqueradeAll, "masquerade-all", false, "kube-proxy's --masquerade-all: SNAT all traffic to ClusterIPs")
 	fs.BoolVar(&f.noCleanup, "no-conntrack-cleanup", false, "do not delete stale UDP conntrack entries after endpoint changes")
+	fs.BoolVar(&f.controlPlane, "control-plane", false, "run a control plane (kube-apiserver, the EndpointSlice controllers) and apply the lab through it, as controlPlane: true in the topology")
+	fs.StringVar(&f.proxyImpl, "proxy", proxySvclab, "what programs the nodes: svclab (svclab's own proxiers) or kube-proxy (the real one, in every node; implies --control-plane)")
+	fs.StringVar(&f.kubeBinary, "kube-binary", "", "the svclab-kube binary of the Kubernetes components (default: built from components/ on first use and cached)")
+	fs.StringVar(&f.kubeProxyBinary, "kube-proxy-binary", "", "run this kube-proxy (one you built) instead of the component binary's, with --proxy kube-proxy")
+	fs.StringVar(&f.kubeProxyConfig, "kube-proxy-config", "", "a KubeProxyConfiguration fragment (YAML) merged over the lab's; svclab's proxiers read the fields they reproduce and refuse the others")
 }
 
 // methodHelp lists each mode's ways of writing, its default first.
@@ -71,10 +89,69 @@ func (f *labFlags) options() (lab.Options, error) {
 	if f.scheduler != "" && m.Section != proxy.SectionIPVS {
 		return o, fmt.Errorf("--scheduler sets ipvs.scheduler, which mode %s does not read", m.Name)
 	}
+	o.ControlPlane, o.KubeBinary = f.controlPlane, f.kubeBinary
+	var file *kube.ProxyFragment
+	if f.kubeProxyConfig != "" {
+		if file, err = kube.ReadProxyFragment(f.kubeProxyConfig); err != nil {
+			return o, err
+		}
+	}
+	switch f.proxyImpl {
+	case proxyKubeProxy:
+		if f.apply != "" || f.noCleanup {
+			return o, errors.New("--apply and --no-conntrack-cleanup are svclab's own proxiers' settings; the real kube-proxy (--proxy kube-proxy) has its own ways")
+		}
+		flags, err := kube.NewProxyFragment("the command line", shorthands(f))
+		if err != nil {
+			return o, err
+		}
+		o.KubeProxy = &lab.KubeProxyOptions{Binary: f.kubeProxyBinary, Fragment: flags.Over(file)}
+		return o, nil
+	case proxySvclab:
+	default:
+		return o, fmt.Errorf("--proxy %q: want %s or %s", f.proxyImpl, proxySvclab, proxyKubeProxy)
+	}
+	if f.kubeProxyBinary != "" {
+		return o, errors.New("--kube-proxy-binary runs the real kube-proxy: add --proxy kube-proxy")
+	}
 	if err := m.CheckMethod(f.apply); err != nil {
 		return o, fmt.Errorf("--apply: %w", err)
 	}
+	if file != nil {
+		cfg, paths, err := file.Decode()
+		if err != nil {
+			return o, err
+		}
+		if err := proxy.CheckFields(paths); err != nil {
+			return o, fmt.Errorf("%s: %w", file.Source(), err)
+		}
+		cfg.IPVS.Scheduler = firstNonEmpty(f.scheduler, cfg.IPVS.Scheduler)
+		cfg.IPTables.MasqueradeAll = cfg.IPTables.MasqueradeAll || f.masqueradeAll
+		cfg.NFTables.MasqueradeAll = cfg.NFTables.MasqueradeAll || f.masqueradeAll
+		o.Proxy.KubeProxy = cfg
+	}
 	return o, nil
+}
+
+// shorthands are the settings of kube-proxy's configuration that flags give,
+// as configuration fields.
+func shorthands(f *labFlags) map[string]any {
+	m := map[string]any{}
+	if f.masqueradeAll {
+		m["iptables"] = map[string]any{"masqueradeAll": true}
+		m["nftables"] = map[string]any{"masqueradeAll": true}
+	}
+	if f.scheduler != "" {
+		m["ipvs"] = map[string]any{"scheduler": f.scheduler}
+	}
+	return m
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
 }
 
 // args are the flags as given, to start the process that owns a lab with the same
@@ -94,6 +171,14 @@ func (f *labFlags) args() []string {
 	}
 	if f.noCleanup {
 		a = append(a, "--no-conntrack-cleanup")
+	}
+	if f.controlPlane {
+		a = append(a, "--control-plane")
+	}
+	for _, kv := range [][2]string{{"--proxy", f.proxyImpl}, {"--kube-binary", f.kubeBinary}, {"--kube-proxy-binary", f.kubeProxyBinary}, {"--kube-proxy-config", f.kubeProxyConfig}} {
+		if kv[1] != "" {
+			a = append(a, kv[0], kv[1])
+		}
 	}
 	return a
 }

@@ -48,7 +48,7 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 			}
 			// Checked here, before a background process is started to hold a
 			// lab it could not build.
-			if m, _ := proxy.Lookup(f.mode); m.HasProxier() != nil {
+			if m, _ := proxy.Lookup(f.mode); f.proxyImpl != proxyKubeProxy && m.HasProxier() != nil {
 				return usage(m.HasProxier())
 			}
 			if err := lab.CheckPrivileges(); err != nil {

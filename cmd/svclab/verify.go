@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/verify"
@@ -97,7 +98,15 @@ without building anything.`,
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.label, err)
 				}
-				checks, err := verify.Execute(ctx, l, r.plan, r.label)
+				p := r.plan
+				if flows == "" && l.Kubeconfig() != "" {
+					// The API server allocated what the file left out: the
+					// plan follows the lab as it came up.
+					if p, err = planFor(l.Topology(), r.opts, ""); err != nil {
+						return errors.Join(err, l.Down())
+					}
+				}
+				checks, err := verify.Execute(ctx, l, p, r.label)
 				err = errors.Join(err, l.Down())
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.label, err)
@@ -155,16 +164,17 @@ func printReport(w io.Writer, rep verifyReport, asJSON bool) error {
 	return nil
 }
 
-// verifyRuns expands --mode: "all" is every mode svclab has a proxier for, each
-// in every variant; each run gets its plan for topology t, read from the flows
-// file when one is given.
+// verifyRuns expands --mode: "all" is every mode the proxy runs (svclab's: every
+// mode it has a proxier for; kube-proxy's: all), each in every variant; each run
+// gets its plan for topology t, read from the flows file when one is given.
 func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
+	kubeProxy := f.proxyImpl == proxyKubeProxy
 	modes := []string{f.mode}
 	if f.mode == "all" {
 		modes = nil
 		for _, name := range proxy.Modes() {
 			m, _ := proxy.Lookup(name)
-			if err := m.HasProxier(); err != nil {
+			if err := m.HasProxier(); err != nil && !kubeProxy {
 				fmt.Fprintf(os.Stderr, "svclab: %v: left out of --mode all\n", err)
 				continue
 			}
@@ -180,7 +190,7 @@ func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
 			return nil, usage(err)
 		}
 		m, _ := proxy.Lookup(name)
-		if err := m.HasProxier(); err != nil {
+		if err := m.HasProxier(); err != nil && !kubeProxy {
 			return nil, err
 		}
 		variants := []proxy.Variant{m.VariantOf(o.Proxy)}
@@ -196,7 +206,11 @@ func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
 			if err != nil {
 				return nil, err
 			}
-			runs = append(runs, run{label: m.Label(v), opts: o, plan: p})
+			label := m.Label(v)
+			if kubeProxy {
+				label = proxyKubeProxy + "-" + label
+			}
+			runs = append(runs, run{label: label, opts: o, plan: p})
 		}
 	}
 	return runs, nil
@@ -240,6 +254,12 @@ func loadFlows(name string, t *topology.Topology, m proxy.Model) (verify.Plan, e
 	return verify.Plan{}, fmt.Errorf("%s: no such file, and no shipped flows file has that name (shipped: %s)", name, strings.Join(shipped, ", "))
 }
 
+// vmMemoryForComponents is the guest memory of a run with the Kubernetes
+// components: the API server, the controller manager and a kube-proxy per node
+// take about 600 MiB resident, and the guest holds the component binary twice
+// (in its initramfs and unpacked).
+const vmMemoryForComponents = 4096
+
 // verifyInVM runs the given runs' modes in svclab's VM, with extra arguments to
 // verify, and returns their checks.
 func verifyInVM(f labFlags, runs []run, extra []string) ([]verify.Check, error) {
@@ -247,8 +267,18 @@ func verifyInVM(f labFlags, runs []run, extra []string) ([]verify.Check, error) 
 	for _, r := range runs {
 		g := f
 		g.mode, g.backend = r.opts.Mode, r.opts.Proxy.Backend
+		vf := vmFlags{timeout: vm.DefaultTimeout, accel: vm.AccelAuto}
+		if r.opts.ControlPlane || r.opts.KubeProxy != nil {
+			// The components run in the guest from the host's binary (built
+			// here if need be), and need the memory of a small cluster.
+			bin, err := kube.Binary(context.Background(), kube.Options{Path: f.kubeBinary, Log: os.Stderr})
+			if err != nil {
+				return nil, err
+			}
+			g.kubeBinary, vf.memory = bin, vmMemoryForComponents
+		}
 		var out bytes.Buffer
-		err := runInVM(vmFlags{timeout: vm.DefaultTimeout, accel: vm.AccelAuto}, append(append(append([]string{"verify"}, g.args()...), extra...), "--json", "--no-vm"), &out)
+		err := runInVM(vf, append(append(append([]string{"verify"}, g.args()...), extra...), "--json", "--no-vm"), &out)
 		var code exitCode
 		if err != nil && !(errors.As(err, &code) && int(code) == exitFailed) {
 			return nil, fmt.Errorf("%s in the VM: %w", r.label, err)

@@ -27,6 +27,8 @@ type vmFlags struct {
 	timeout time.Duration
 	accel   string
 	out     string
+	// memory is the guest's memory in MiB; 0: the runner's default.
+	memory int
 }
 
 func newVMCommand() *cobra.Command {
@@ -49,6 +51,7 @@ status. The kernel is fetched with apt-get download once and cached under
 	cmd.Flags().DurationVar(&f.timeout, "timeout", vm.DefaultTimeout, "hard limit for the whole VM, boot included")
 	cmd.Flags().StringVar(&f.accel, "accel", vm.AccelAuto, "auto (KVM if it boots, else TCG), kvm or tcg")
 	cmd.Flags().StringVar(&f.out, "out", "", "copy the guest's /out here when the command ends")
+	cmd.Flags().IntVar(&f.memory, "memory", vm.DefaultMemoryMiB, "the guest's memory in MiB")
 	return cmd
 }
 
@@ -76,7 +79,7 @@ func runInVM(f vmFlags, args []string, stdout io.Writer) error {
 	code, err := vm.Run(ctx, vm.Config{
 		Command: append([]string{"svclab"}, guestArgs...),
 		Files:   files,
-		OutDir:  f.out, Timeout: f.timeout, Accel: f.accel,
+		OutDir:  f.out, Timeout: f.timeout, Accel: f.accel, MemoryMiB: f.memory,
 		Stdout: stdout, Stderr: os.Stderr, Log: os.Stderr,
 	})
 	if err != nil {

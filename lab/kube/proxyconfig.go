@@ -388,3 +388,62 @@ func splitPath(path string) []string {
 	}
 	return parts
 }
+
+// Over returns a fragment with f merged over under (f wins), for settings given
+// two ways: command-line shorthands under a user's file, say. Either may be nil.
+func (f *ProxyFragment) Over(under *ProxyFragment) *ProxyFragment {
+	switch {
+	case f == nil:
+		return under
+	case under == nil:
+		return f
+	}
+	fields := map[string]any{}
+	merge(fields, under.fields)
+	merge(fields, f.fields)
+	return &ProxyFragment{file: f.file + " over " + under.file, fields: fields}
+}
+
+// NewProxyFragment is a fragment of the given fields (nested maps, as the YAML
+// reads), checked as ReadProxyFragment checks a file; source names it in errors.
+func NewProxyFragment(source string, fields map[string]any) (*ProxyFragment, error) {
+	m := map[string]any{}
+	merge(m, fields)
+	if err := checkProxyFields(m); err != nil {
+		return nil, fmt.Errorf("%s: %w", source, err)
+	}
+	return &ProxyFragment{file: source, fields: m}, nil
+}
+
+// Decode is the fragment as kube-proxy's configuration type, for svclab's own
+// proxiers to read, with the dotted paths of the fields it sets.
+func (f *ProxyFragment) Decode() (kubeproxyconfig.KubeProxyConfiguration, []string, error) {
+	var cfg kubeproxyconfig.KubeProxyConfiguration
+	if f == nil {
+		return cfg, nil, nil
+	}
+	b, err := json.Marshal(f.fields)
+	if err == nil {
+		err = json.Unmarshal(b, &cfg)
+	}
+	if err != nil {
+		return cfg, nil, fmt.Errorf("%s: %w", f.file, err)
+	}
+	var paths []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(prefix+k+".", sub)
+				continue
+			}
+			paths = append(paths, prefix+k)
+		}
+	}
+	walk("", f.fields)
+	sort.Strings(paths)
+	return cfg, paths, nil
+}
+
+// Source names where the fragment came from.
+func (f *ProxyFragment) Source() string { return f.file }

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"slices"
 
 	"fmt"
 	"net/netip"
@@ -96,3 +97,35 @@ const localModeClusterCIDR = "ClusterCIDR"
 // errNotReproduced says that a setting is kube-proxy's but svclab's proxiers do
 // not write its rules.
 var errNotReproduced = errors.New("svclab's own proxiers do not reproduce it; the real kube-proxy does (--proxy kube-proxy)")
+
+// fieldsRead are the KubeProxyConfiguration fields (dotted paths) svclab's
+// proxiers read; rulesUnaffected starts the paths of fields that leave the rules
+// kube-proxy writes alone (its API connection, logging, its own servers, its
+// sync loop, conntrack sysctls), which svclab's proxiers may leave unread.
+var (
+	fieldsRead = []string{
+		"apiVersion", "kind", "mode", "clusterCIDR", "detectLocalMode", "nodePortAddresses",
+		"iptables.masqueradeAll", "iptables.localhostNodePorts", "nftables.masqueradeAll", "ipvs.scheduler",
+	}
+	rulesUnaffected = []string{
+		"clientConnection.", "logging.", "featureGates", "hostnameOverride", "bindAddress", "healthzBindAddress",
+		"metricsBindAddress", "bindAddressHardFail", "enableProfiling", "showHiddenMetricsForVersion",
+		"oomScoreAdj", "configSyncPeriod", "conntrack.", "iptables.syncPeriod", "iptables.minSyncPeriod",
+		"ipvs.syncPeriod", "ipvs.minSyncPeriod", "nftables.syncPeriod", "nftables.minSyncPeriod",
+	}
+)
+
+// CheckFields tells whether svclab's proxiers can honour a configuration file
+// that sets the given fields (dotted paths), naming the first they cannot.
+func CheckFields(paths []string) error {
+	for _, p := range paths {
+		if slices.Contains(fieldsRead, p) {
+			continue
+		}
+		if slices.ContainsFunc(rulesUnaffected, func(prefix string) bool { return strings.HasPrefix(p, prefix) }) {
+			continue
+		}
+		return fmt.Errorf("%s: %w", p, errNotReproduced)
+	}
+	return nil
+}

@@ -175,7 +175,7 @@ func (m Mode) HasProxier() error {
 	if m.New != nil {
 		return nil
 	}
-	return fmt.Errorf("mode %s: svclab has no proxier of its own for it; the real kube-proxy runs it (--proxy kube-proxy, which is not there yet)", m.Name)
+	return fmt.Errorf("mode %s: svclab has no proxier of its own for it; the real kube-proxy runs it (--proxy kube-proxy)", m.Name)
 }
 
 // CheckMethod tells whether svclab's proxier for m writes with method (empty is

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // A running lab changes its topology the way kubectl changes a cluster. Every
@@ -89,6 +90,39 @@ func (t *Topology) ApplyService(svc corev1.Service) error {
 	}
 	f.Services[i] = svc
 	return t.replace(op, f)
+}
+
+// EnableControlPlane gives the lab a control plane, as controlPlane: true in its
+// file would.
+func (t *Topology) EnableControlPlane() error {
+	if t.ControlPlane != nil {
+		return nil
+	}
+	f := t.file()
+	f.ControlPlane = true
+	return t.replace("add a control plane", f)
+}
+
+// SetServices makes svcs the lab's Services in place of the ones it has, as an
+// API server holds them (allocated): what a lab with a control plane mirrors.
+// What the server set about them (uid, resource version, managed fields, status)
+// is left out. The user's EndpointSlices of Services that are gone go too. The
+// topology is left as it was when one of them is not valid in a lab.
+func (t *Topology) SetServices(svcs []corev1.Service) error {
+	f := t.file()
+	f.Services = nil
+	names := map[string]bool{}
+	for i := range svcs {
+		svc := svcs[i].DeepCopy()
+		svc.ObjectMeta = metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: svc.Labels, Annotations: svc.Annotations}
+		svc.Status = corev1.ServiceStatus{}
+		f.Services = append(f.Services, *svc)
+		names[svc.Namespace+"/"+svc.Name] = true
+	}
+	f.EndpointSlices = slices.DeleteFunc(f.EndpointSlices, func(s discoveryv1.EndpointSlice) bool {
+		return !names[s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName]]
+	})
+	return t.replace("set Services", f)
 }
 
 // RemoveService removes a Service together with the EndpointSlices the user gave

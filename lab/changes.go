@@ -3,82 +3,14 @@ package lab
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/namespaces"
-	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
-
-// startProxiers makes a proxier for every node and programs the initial state.
-func (l *Lab) startProxiers(ctx context.Context) error {
-	for _, n := range l.topo.Nodes {
-		t := l.target(n)
-		p, err := l.mode.New(t)
-		if err != nil {
-			return fmt.Errorf("node %s: %s proxier: %w", n.Name, l.mode.Name, err)
-		}
-		l.proxiers[n.Name] = p
-		hs, err := proxy.NewHealthServer(t.NetNS, n.Name)
-		if err != nil {
-			return fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		l.health[n.Name] = hs
-	}
-	return l.Sync(ctx)
-}
-
-func (l *Lab) target(n topology.Node) proxy.Target {
-	return proxy.Target{
-		Node:   proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR},
-		Config: l.config,
-		NetNS:  namespaces.Path(l.members[n.Name].NetNS),
-		RunDir: runDir(l.dir, l.ID),
-	}
-}
-
-// Target is what a proxier of the node called node programs, for callers that drive
-// a proxier of their own (benchmarks).
-func (l *Lab) Target(node string) (proxy.Target, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n, ok := l.topo.Node(node)
-	if !ok {
-		return proxy.Target{}, fmt.Errorf("lab %s has no node %q", l.ID, node)
-	}
-	return l.target(n), nil
-}
-
-// Sync recomputes every Service's endpoints from the topology and programs every
-// node, as kube-proxy on each node does after a change.
-func (l *Lab) Sync(ctx context.Context) error {
-	l.mu.Lock()
-	state := proxy.NewState(l.topo.Services, l.topo.EndpointSlices(), nil)
-	l.mu.Unlock()
-	if l.mode.Name == "" {
-		return nil
-	}
-	names := make([]string, 0, len(l.proxiers))
-	for name := range l.proxiers {
-		names = append(names, name)
-	}
-	err := forEach(ctx, l.parallel(), names, func(ctx context.Context, node string) error {
-		if err := l.proxiers[node].Sync(ctx, state); err != nil {
-			return fmt.Errorf("node %s: %w", node, err)
-		}
-		return l.health[node].Update(state.Ports)
-	})
-	if err != nil {
-		return err
-	}
-	l.mu.Lock()
-	l.ports = state.Ports
-	l.mu.Unlock()
-	return nil
-}
 
 // change applies a mutation of the topology and re-programs the nodes. The
 // topology is left as it was when the mutation fails.
@@ -86,6 +18,7 @@ func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) erro
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
 	l.mu.Lock()
+	before := l.topo
 	next := l.topo.Clone()
 	err := mutate(next)
 	if err == nil {
@@ -93,6 +26,39 @@ func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) erro
 	}
 	l.mu.Unlock()
 	if err != nil {
+		return err
+	}
+	if l.cp != nil {
+		if err := l.publishPods(ctx, before, next); err != nil {
+			return err
+		}
+	}
+	return l.Sync(ctx)
+}
+
+// changeServices checks a change of the Services against the topology, then,
+// with a control plane, makes it in the API server (which allocates) and takes
+// the Services as the server holds them; then it re-programs the nodes.
+func (l *Lab) changeServices(ctx context.Context, mutate func(t *topology.Topology) error, inAPI func() error) error {
+	if l.cp == nil {
+		return l.change(ctx, mutate)
+	}
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	l.mu.Lock()
+	err := mutate(l.topo.Clone())
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if err := inAPI(); err != nil {
+		return err
+	}
+	svcs, err := l.listServices(ctx)
+	if err != nil {
+		return err
+	}
+	if err := l.mirrorServices(svcs); err != nil {
 		return err
 	}
 	return l.Sync(ctx)
@@ -106,12 +72,14 @@ func (l *Lab) UpdatePod(ctx context.Context, key string, change func(p *topology
 
 // ApplyService adds or replaces a Service, as `kubectl apply` would.
 func (l *Lab) ApplyService(ctx context.Context, svc corev1.Service) error {
-	return l.change(ctx, func(t *topology.Topology) error { return t.ApplyService(svc) })
+	return l.changeServices(ctx, func(t *topology.Topology) error { return t.ApplyService(svc) },
+		func() error { return l.applyService(ctx, svc) })
 }
 
 // RemoveService deletes a Service.
 func (l *Lab) RemoveService(ctx context.Context, namespace, name string) error {
-	return l.change(ctx, func(t *topology.Topology) error { return t.RemoveService(namespace, name) })
+	return l.changeServices(ctx, func(t *topology.Topology) error { return t.RemoveService(namespace, name) },
+		func() error { return l.cp.client.Delete(ctx, cluster.Services, namespace, name, nil) })
 }
 
 // AddPod creates a pod: its namespace, its link to the node and its servers, then
@@ -139,6 +107,9 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 	if err == nil && !l.opts.NoServers {
 		err = l.startServers(ctx, []topology.Pod{pod})
 	}
+	if err == nil && l.cp != nil {
+		err = l.writePods(ctx, []topology.Pod{pod})
+	}
 	if err != nil {
 		return topology.Pod{}, errors.Join(err, l.removePodNetwork(pod, false))
 	}
@@ -165,6 +136,11 @@ func (l *Lab) DeletePod(ctx context.Context, key string, graceful bool) error {
 	l.mu.Unlock()
 	if err != nil {
 		return err
+	}
+	if l.cp != nil {
+		if err := l.cp.client.Delete(ctx, cluster.Pods, pod.Namespace, pod.Name, new(int64)); err != nil {
+			return err
+		}
 	}
 	return errors.Join(l.Sync(ctx), l.removePodNetwork(pod, graceful))
 }

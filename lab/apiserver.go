@@ -1,0 +1,281 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
+)
+
+// How a lab with a control plane keeps its topology and the API server in step.
+// svclab plays the kubelet: the pods it builds are written as Pods with their
+// status, and a change to a pod is written the same way. Services go through the
+// API server first, which allocates their ClusterIPs and node ports; the
+// topology then takes the Services as the server holds them. A change made with
+// kubectl reaches the lab through the watch: the topology takes the new Services
+// and the proxies follow. The EndpointSlice controller makes the endpoints; a
+// sync waits until its slices say what the topology computes they must (the two
+// disagreeing is a finding, and the wait's error shows both).
+
+// apiOwned are Services the API server keeps itself; the topology does not mirror
+// them (the `kubernetes` Service's endpoint is the API server, no lab pod).
+var apiOwned = map[string]bool{"default/kubernetes": true}
+
+// consistentWithin bounds how long the controller may take to make the slices a
+// change calls for; it takes milliseconds.
+const consistentWithin = 60 * time.Second
+
+// publishPods writes the pod changes from before to after into the API server.
+func (l *Lab) publishPods(ctx context.Context, before, after *topology.Topology) error {
+	c := l.cp.client
+	old := map[string]topology.Pod{}
+	for _, p := range before.Pods {
+		old[p.Key()] = p
+	}
+	var added []topology.Pod
+	for _, p := range after.Pods {
+		prev, ok := old[p.Key()]
+		delete(old, p.Key())
+		switch {
+		case !ok:
+			added = append(added, p)
+		case reflect.DeepEqual(prev, p):
+		default:
+			if err := l.updatePod(ctx, prev, p); err != nil {
+				return err
+			}
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(old)) {
+		p := old[key]
+		if err := c.Delete(ctx, cluster.Pods, p.Namespace, p.Name, new(int64)); err != nil {
+			return err
+		}
+	}
+	return l.writePods(ctx, added)
+}
+
+// updatePod writes a pod's new labels, readiness or termination.
+func (l *Lab) updatePod(ctx context.Context, prev, p topology.Pod) error {
+	c := l.cp.client
+	var pod corev1.Pod
+	if err := c.Get(ctx, cluster.Pods, p.Namespace, p.Name, &pod); err != nil {
+		return err
+	}
+	if !maps.Equal(prev.Labels, p.Labels) {
+		pod.Labels = p.Labels
+		if err := c.Update(ctx, cluster.Pods, &pod); err != nil {
+			return err
+		}
+	}
+	if prev.Ready != p.Ready {
+		n, _ := l.topo.Node(p.Node)
+		pod.Status = cluster.PodStatus(p, n.IP.String(), time.Now())
+		if err := c.UpdateStatus(ctx, cluster.Pods, &pod); err != nil {
+			return err
+		}
+	}
+	if p.Terminating && !prev.Terminating {
+		return c.Delete(ctx, cluster.Pods, p.Namespace, p.Name, &terminatingGrace)
+	}
+	if prev.Terminating && !p.Terminating {
+		return fmt.Errorf("pod %s: a pod being deleted cannot be undeleted", p.Key())
+	}
+	return nil
+}
+
+// applyService creates svc, or updates the Service of its name as `kubectl
+// apply` would: the fields the API server allocated and svc leaves out are kept.
+func (l *Lab) applyService(ctx context.Context, svc corev1.Service) error {
+	c := l.cp.client
+	s := svc.DeepCopy()
+	if s.Namespace == "" {
+		s.Namespace = metav1.NamespaceDefault
+	}
+	var cur corev1.Service
+	err := c.Get(ctx, cluster.Services, s.Namespace, s.Name, &cur)
+	if apierrors.IsNotFound(err) {
+		return c.Create(ctx, cluster.Services, s)
+	}
+	if err != nil {
+		return err
+	}
+	s.ResourceVersion = cur.ResourceVersion
+	if s.Spec.ClusterIP == "" {
+		s.Spec.ClusterIP, s.Spec.ClusterIPs = cur.Spec.ClusterIP, cur.Spec.ClusterIPs
+	}
+	for i := range s.Spec.Ports {
+		for _, cp := range cur.Spec.Ports {
+			if s.Spec.Ports[i].NodePort == 0 && cp.Port == s.Spec.Ports[i].Port && cp.Protocol == s.Spec.Ports[i].Protocol {
+				s.Spec.Ports[i].NodePort = cp.NodePort
+			}
+		}
+	}
+	if s.Spec.HealthCheckNodePort == 0 {
+		s.Spec.HealthCheckNodePort = cur.Spec.HealthCheckNodePort
+	}
+	return c.Update(ctx, cluster.Services, s)
+}
+
+// mirrorServices makes the topology's Services the ones the API server holds
+// (those the lab can model; the others are said once in the log and left to the
+// proxies alone).
+func (l *Lab) mirrorServices(svcs []corev1.Service) error {
+	var mine []corev1.Service
+	for _, s := range svcs {
+		if !apiOwned[s.Namespace+"/"+s.Name] {
+			mine = append(mine, s)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := l.topo.Clone()
+	if err := next.SetServices(mine); err != nil {
+		return fmt.Errorf("the API server's Services: %w", err)
+	}
+	l.topo = next
+	return nil
+}
+
+// listServices lists the Services as the API server holds them now (not as the
+// watch last saw them).
+func (l *Lab) listServices(ctx context.Context) ([]corev1.Service, error) {
+	ptrs, err := cluster.List(ctx, l.cp.client, cluster.Services, func() *corev1.Service { return new(corev1.Service) })
+	if err != nil {
+		return nil, err
+	}
+	out := make([]corev1.Service, len(ptrs))
+	for i, p := range ptrs {
+		out[i] = *p
+	}
+	return out, nil
+}
+
+// apiState waits until the watch's Services and EndpointSlices say what the
+// topology computes, and returns them as the proxies' state.
+func (l *Lab) apiState(ctx context.Context) (*proxy.State, error) {
+	l.mu.Lock()
+	want := proxy.FromObjects(l.topo.Services, l.topo.EndpointSlices())
+	l.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, consistentWithin)
+	defer cancel()
+	for {
+		svcs, err := l.cp.watch.Services()
+		if err != nil {
+			return nil, err
+		}
+		eps, err := l.cp.watch.EndpointSlices()
+		if err != nil {
+			return nil, err
+		}
+		got := proxy.FromObjects(svcs, eps)
+		diff := portsDiff(want, got)
+		if diff == "" {
+			return proxy.NewState(svcs, eps, nil), nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("the API server's Services and EndpointSlices do not say what the topology computes after %s:\n%s", consistentWithin, diff)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// portsDiff compares the topology's ports with the API server's, leaving out the
+// Services the API server keeps itself; "" when they agree.
+func portsDiff(want, got []proxy.ServicePort) string {
+	key := func(sp proxy.ServicePort) string {
+		return sp.Name.NamespacedName() + ":" + sp.Name.Port + "/" + string(sp.Protocol)
+	}
+	gotBy := map[string]proxy.ServicePort{}
+	for _, sp := range got {
+		if !apiOwned[sp.Name.NamespacedName()] {
+			gotBy[key(sp)] = sp
+		}
+	}
+	var lines []string
+	for _, w := range want {
+		g, ok := gotBy[key(w)]
+		delete(gotBy, key(w))
+		switch {
+		case !ok:
+			lines = append(lines, fmt.Sprintf("  %s: the API server has no such Service port", key(w)))
+		case !samePort(w, g):
+			lines = append(lines, fmt.Sprintf("  %s: topology %s, API server %s", key(w), describePort(w), describePort(g)))
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(gotBy)) {
+		lines = append(lines, fmt.Sprintf("  %s: not in the topology", k))
+	}
+	return strings.Join(lines, "\n")
+}
+
+// samePort compares what a proxier reads of a Service port. Which pod an
+// endpoint belongs to is left out: the controller's slices name it, the
+// topology's computed ones may not.
+func samePort(a, b proxy.ServicePort) bool {
+	strip := func(sp proxy.ServicePort) proxy.ServicePort {
+		sp.Endpoints = slices.Clone(sp.Endpoints)
+		for i := range sp.Endpoints {
+			sp.Endpoints[i].Pod = ""
+		}
+		return sp
+	}
+	return reflect.DeepEqual(strip(a), strip(b))
+}
+
+func describePort(sp proxy.ServicePort) string {
+	var eps []string
+	for _, e := range sp.Endpoints {
+		eps = append(eps, fmt.Sprintf("%s(ready=%v serving=%v terminating=%v node=%s)", e, e.Ready, e.Serving, e.Terminating, e.NodeName))
+	}
+	return fmt.Sprintf("%s:%d nodePort %d endpoints [%s]", sp.ClusterIP, sp.Port, sp.NodePort, strings.Join(eps, " "))
+}
+
+// follow keeps the lab in step with changes made to the API server by others
+// (kubectl): on every change the watch sees, the topology takes the API
+// server's Services and the proxies sync. It returns when the watch stops.
+func (l *Lab) follow(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-l.cp.changed:
+		}
+		// Changes come in bursts (a Service, then its slices): take them together.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(50 * time.Millisecond):
+		}
+		if err := l.resync(ctx); err != nil && ctx.Err() == nil {
+			l.logf("lab %s: following the API server: %v", l.ID, err)
+		}
+	}
+}
+
+// resync mirrors the API server's Services into the topology and syncs the
+// proxies.
+func (l *Lab) resync(ctx context.Context) error {
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	svcs, err := l.cp.watch.Services()
+	if err != nil {
+		return err
+	}
+	if err := l.mirrorServices(svcs); err != nil {
+		return err
+	}
+	return l.Sync(ctx)
+}

@@ -1,0 +1,250 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// controlPlane is a lab's running control plane: the API server on its embedded
+// etcd and the controller manager's EndpointSlice controllers, in the control
+// plane's namespace, and the client the lab applies itself through.
+type controlPlane struct {
+	binary     string
+	pki        *kube.PKI
+	api        kube.APIServerConfig
+	kubeconfig string
+	procs      []*kube.Process
+	client     *cluster.Client
+	watch      *cluster.Watch
+	watchCtx   context.Context
+	stopWatch  context.CancelFunc
+	// changed is signalled (without blocking) on every change the watch sees.
+	changed chan struct{}
+}
+
+// Kubeconfig is the path of the lab's admin kubeconfig; empty without a control
+// plane. Its server is inside the lab: use it from a lab namespace (`svclab
+// kubectl`).
+func (l *Lab) Kubeconfig() string {
+	if l.cp == nil {
+		return ""
+	}
+	return l.cp.kubeconfig
+}
+
+// KubeBinary is the svclab-kube binary the lab runs its components from; empty
+// without a control plane.
+func (l *Lab) KubeBinary() string {
+	if l.cp == nil {
+		return ""
+	}
+	return l.cp.binary
+}
+
+// startControlPlane runs the API server and the controller manager in the control
+// plane's namespace and connects to the API server from there.
+func (l *Lab) startControlPlane(ctx context.Context) error {
+	cp := l.topo.ControlPlane
+	m := l.members[cp.Name]
+	dir := runDir(l.dir, l.ID)
+	bin, err := kube.Binary(ctx, kube.Options{Path: l.opts.KubeBinary, Log: l.opts.Log})
+	if err != nil {
+		return err
+	}
+	l.cp = &controlPlane{binary: bin, changed: make(chan struct{}, 1)}
+	pki, err := kube.NewPKI(kube.PKIConfig{Dir: filepath.Join(dir, "pki"), APIServer: cp.IP, ServiceCIDR: l.topo.ServiceCIDR})
+	if err != nil {
+		return err
+	}
+	l.cp.pki = pki
+	l.cp.api = kube.APIServerConfig{
+		Netns: m.NetNS, Address: cp.IP, ServiceCIDR: l.topo.ServiceCIDR, PKI: pki,
+		Dir: filepath.Join(dir, "kube-apiserver"), LogFile: l.logFile("kube-apiserver"),
+	}
+	start := time.Now()
+	api, err := kube.StartAPIServer(bin, l.cp.api)
+	if err != nil {
+		return err
+	}
+	if err := l.addComponent(api); err != nil {
+		return err
+	}
+	ready, err := kube.WaitAPIServer(ctx, api, l.cp.api)
+	if err != nil {
+		return err
+	}
+	l.logf("lab %s: kube-apiserver ready at %s in %s", l.ID, l.cp.api.URL(), ready.Round(time.Millisecond))
+	l.cp.kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := kube.WriteKubeconfig(l.cp.kubeconfig, l.topo.Name, l.cp.api.URL(), pki); err != nil {
+		return err
+	}
+	kcm, err := kube.StartControllerManager(bin, kube.ControllerManagerConfig{
+		Netns: m.NetNS, Kubeconfig: l.cp.kubeconfig, LogFile: l.logFile("kube-controller-manager"),
+	})
+	if err != nil {
+		return err
+	}
+	if err := l.addComponent(kcm); err != nil {
+		return err
+	}
+	ca, err := os.ReadFile(pki.CACert)
+	if err != nil {
+		return err
+	}
+	l.cp.client, err = cluster.New(cluster.Config{Server: l.cp.api.URL(), CA: ca, Token: pki.AdminToken, Dial: traffic.Dialer(m.NetNS)})
+	if err != nil {
+		return err
+	}
+	l.cp.watchCtx, l.cp.stopWatch = context.WithCancel(context.Background())
+	l.cp.watch, err = l.cp.client.Watch(l.cp.watchCtx, func() {
+		select {
+		case l.cp.changed <- struct{}{}:
+		default:
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if err := l.applyTopology(ctx); err != nil {
+		return err
+	}
+	l.logf("lab %s: control plane up, topology applied, in %s", l.ID, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// logFile is where the component called name writes, in the lab's run directory.
+func (l *Lab) logFile(name string) string { return filepath.Join(runDir(l.dir, l.ID), name+".log") }
+
+// addComponent records a component process, so that `svclab clean` can end it
+// should it outlive the lab's owner.
+func (l *Lab) addComponent(p *kube.Process) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.components = append(l.components, p)
+	l.record.Components = append(l.record.Components, ComponentRecord{Name: p.Name, Process: ProcessOf(p.Pid())})
+	return writeRecord(l.dir, l.record)
+}
+
+// stopComponents stops every component process, the last started first.
+func (l *Lab) stopComponents() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*kube.DefaultStopGrace)
+	defer cancel()
+	if l.cp != nil && l.cp.stopWatch != nil {
+		l.cp.stopWatch()
+	}
+	var errs []error
+	for i := len(l.components) - 1; i >= 0; i-- {
+		errs = append(errs, l.components[i].Stop(ctx))
+	}
+	return errors.Join(errs...)
+}
+
+// applyTopology writes the topology into the API server as a cluster would hold
+// it: its namespaces, its Nodes and Pods with the status a kubelet reports, its
+// Services as declared (the API server allocates what they leave out, and the
+// topology takes those allocations), and the user's EndpointSlices.
+func (l *Lab) applyTopology(ctx context.Context) error {
+	c := l.cp.client
+	t := l.topo
+	now := time.Now()
+	for _, ns := range cluster.NamespacesOf(t) {
+		if err := c.Ensure(ctx, cluster.Namespaces, ns); err != nil {
+			return err
+		}
+	}
+	// The controller manager makes every namespace's default service account,
+	// but pods are admitted only once it exists: a lab's pods would race it.
+	for _, ns := range append([]string{metav1.NamespaceDefault}, namespaceNames(cluster.NamespacesOf(t))...) {
+		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
+		if err := c.Ensure(ctx, cluster.ServiceAccounts, sa); err != nil {
+			return err
+		}
+	}
+	for _, n := range t.Nodes {
+		node := cluster.Node(n, now)
+		status := node.Status
+		if err := c.Create(ctx, cluster.Nodes, node); err != nil {
+			return err
+		}
+		node.Status = status
+		if err := c.UpdateStatus(ctx, cluster.Nodes, node); err != nil {
+			return err
+		}
+	}
+	if err := l.writePods(ctx, t.Pods); err != nil {
+		return err
+	}
+	var svcs []corev1.Service
+	for _, declared := range t.DeclaredServices {
+		svc := declared.DeepCopy()
+		if svc.Namespace == "" {
+			svc.Namespace = metav1.NamespaceDefault
+		}
+		if err := c.Create(ctx, cluster.Services, svc); err != nil {
+			return err
+		}
+		svcs = append(svcs, *svc)
+	}
+	for i := range t.UserEndpointSlices {
+		if err := c.Create(ctx, cluster.EndpointSlices, t.UserEndpointSlices[i].DeepCopy()); err != nil {
+			return err
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	next := l.topo.Clone()
+	if err := next.SetServices(svcs); err != nil {
+		return fmt.Errorf("the API server's Services: %w", err)
+	}
+	l.topo = next
+	return nil
+}
+
+// writePods creates pods as the scheduler and the kubelet would leave them:
+// bound to their node, running, with their address and readiness in their
+// status. A terminating pod is deleted with a grace period nobody ends, so it
+// keeps its deletionTimestamp, as while a kubelet waits for its containers.
+func (l *Lab) writePods(ctx context.Context, pods []topology.Pod) error {
+	c := l.cp.client
+	now := time.Now()
+	for _, p := range pods {
+		n, _ := l.topo.Node(p.Node)
+		pod := cluster.Pod(p)
+		if err := c.Create(ctx, cluster.Pods, pod); err != nil {
+			return err
+		}
+		pod.Status = cluster.PodStatus(p, n.IP.String(), now)
+		if err := c.UpdateStatus(ctx, cluster.Pods, pod); err != nil {
+			return err
+		}
+		if p.Terminating {
+			if err := c.Delete(ctx, cluster.Pods, p.Namespace, p.Name, &terminatingGrace); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func namespaceNames(nss []*corev1.Namespace) []string {
+	names := make([]string, len(nss))
+	for i, ns := range nss {
+		names[i] = ns.Name
+	}
+	return names
+}
+
+// terminatingGrace keeps a deleted pod terminating for longer than any lab runs.
+var terminatingGrace = int64(24 * 3600)

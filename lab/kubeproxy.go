@@ -1,0 +1,131 @@
+package lab
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
+)
+
+// KubeProxyOptions run the real kube-proxy in every node.
+type KubeProxyOptions struct {
+	// Binary is a kube-proxy of the user's (--kube-proxy-binary); empty runs the
+	// one in the component binary.
+	Binary string
+	// Fragment is merged over the lab's KubeProxyConfiguration (shorthand flags
+	// over the user's --kube-proxy-config); nil: none.
+	Fragment *kube.ProxyFragment
+	// MinSyncPeriod is the mode's minSyncPeriod; 0 keeps kube-proxy's default.
+	MinSyncPeriod time.Duration
+}
+
+// programmedWithin bounds how long kube-proxy may take to program a change: its
+// minSyncPeriod (1 s by default) plus the sync itself, which takes seconds for
+// thousands of Services in svclab's VM.
+const programmedWithin = 60 * time.Second
+
+// kubeProxy is the real kube-proxy of one node, as a proxy.Proxier: it follows
+// the API server by itself, and Sync waits until the node's dataplane, read
+// back by the mode's reader, is what kube-proxy must program for the state.
+type kubeProxy struct {
+	proc *kube.Process
+	mode proxy.Mode
+	cfg  proxy.Config
+	node string
+	ns   *namespaces.NS
+}
+
+// startKubeProxies starts kube-proxy in every node and waits for each one's
+// first sync.
+func (l *Lab) startKubeProxies(ctx context.Context) error {
+	return forEach(ctx, l.parallel(), l.topo.Nodes, func(ctx context.Context, n topology.Node) error {
+		kp, err := l.startKubeProxy(ctx, n)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.Name, err)
+		}
+		l.mu.Lock()
+		l.proxiers[n.Name] = kp
+		l.mu.Unlock()
+		return nil
+	})
+}
+
+func (l *Lab) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, error) {
+	o := l.opts.KubeProxy
+	m := l.members[n.Name]
+	dir := runDir(l.dir, l.ID)
+	cfgFile := filepath.Join(dir, "kube-proxy-"+n.Name+".yaml")
+	err := kube.WriteProxyConfig(cfgFile, kube.ProxyConfig{
+		Mode: l.mode.Name, ClusterCIDR: l.topo.ClusterCIDR, NodeName: n.Name, NodeIP: n.IP,
+		Kubeconfig: l.cp.kubeconfig, MinSyncPeriod: o.MinSyncPeriod, Fragment: o.Fragment,
+	})
+	if err != nil {
+		return nil, err
+	}
+	backend := ""
+	if l.mode.Section != proxy.SectionNFTables {
+		// The iptables and IPVS modes write iptables rules with whichever
+		// iptables the node's PATH finds: the lab's backend.
+		backend = l.config.Backend
+		if backend == "" {
+			backend = l.mode.VariantOf(l.config).Backend
+		}
+	}
+	p, err := kube.StartProxy(l.cp.binary, kube.ProxyProcessConfig{
+		Name: "kube-proxy " + n.Name, Netns: m.NetNS, ConfigFile: cfgFile, Binary: o.Binary,
+		IPTablesBackend: backend, RunDir: dir, LogFile: l.logFile("kube-proxy-" + n.Name),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := l.addComponent(p); err != nil {
+		return nil, err
+	}
+	took, err := kube.WaitProxy(ctx, p, n.IP)
+	if err != nil {
+		return nil, err
+	}
+	l.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", l.ID, l.mode.Name, n.Name, took.Round(time.Millisecond))
+	ns, err := namespaces.Open(m.NetNS)
+	if err != nil {
+		return nil, err
+	}
+	return &kubeProxy{proc: p, mode: l.mode, cfg: l.config, node: n.Name, ns: ns}, nil
+}
+
+// Sync waits until the node's dataplane says what kube-proxy must program for
+// s, or says what differs when it does not within programmedWithin.
+func (k *kubeProxy) Sync(ctx context.Context, s *proxy.State) error {
+	want := proxy.ExpectedServiceMap(s, k.node, k.mode.Dataplane.Model)
+	ctx, cancel := context.WithTimeout(ctx, programmedWithin)
+	defer cancel()
+	var diff []string
+	for {
+		got, err := k.mode.Read(k.ns, k.cfg)
+		if err != nil {
+			return fmt.Errorf("read what kube-proxy programmed: %w", err)
+		}
+		if diff = proxy.DiffServiceMaps(want, got); len(diff) == 0 {
+			return nil
+		}
+		if err := k.proc.Exited(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube-proxy (%s) has not programmed the Services after %s; what differs:\n  %s\n(its log: %s)",
+				k.mode.Name, programmedWithin, strings.Join(diff, "\n  "), k.proc.LogFile)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Close releases the namespace handle; the process is stopped with the lab's
+// other components.
+func (k *kubeProxy) Close() error { return k.ns.Close() }
