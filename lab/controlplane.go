@@ -30,6 +30,8 @@ type controlPlane struct {
 	watch      *cluster.Watch
 	watchCtx   context.Context
 	stopWatch  context.CancelFunc
+	// following is closed when the goroutine following the API server ends.
+	following chan struct{}
 	// changed is signalled (without blocking) on every change the watch sees.
 	changed chan struct{}
 }
@@ -137,13 +139,22 @@ func (l *Lab) addComponent(p *kube.Process) error {
 	return writeRecord(l.dir, l.record)
 }
 
+// stopFollowing stops the watch and waits until nothing syncs on its behalf, so
+// that the proxiers can close.
+func (l *Lab) stopFollowing() {
+	if l.cp == nil || l.cp.stopWatch == nil {
+		return
+	}
+	l.cp.stopWatch()
+	if l.cp.following != nil {
+		<-l.cp.following
+	}
+}
+
 // stopComponents stops every component process, the last started first.
 func (l *Lab) stopComponents() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*kube.DefaultStopGrace)
 	defer cancel()
-	if l.cp != nil && l.cp.stopWatch != nil {
-		l.cp.stopWatch()
-	}
 	var errs []error
 	for i := len(l.components) - 1; i >= 0; i-- {
 		errs = append(errs, l.components[i].Stop(ctx))

@@ -146,7 +146,11 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		}
 	}
 	if l.cp != nil && l.mode.Name != "" {
-		go l.follow(l.cp.watchCtx)
+		l.cp.following = make(chan struct{})
+		go func() {
+			defer close(l.cp.following)
+			l.follow(l.cp.watchCtx)
+		}()
 	}
 	return l, nil
 }
@@ -254,6 +258,9 @@ func (l *Lab) logf(format string, args ...any) {
 // Down stops the servers and removes every namespace of the lab and its record. It
 // may be called more than once.
 func (l *Lab) Down() error {
+	// Nothing may sync on the watch's behalf once the proxiers close; the
+	// syncs it makes take l.mu, so it stops first.
+	l.stopFollowing()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down {

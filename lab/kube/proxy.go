@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"net/netip"
 	"os"
@@ -95,9 +96,15 @@ func iptablesLinks(runDir, backend string) (string, error) {
 		return "", err
 	}
 	for _, tool := range []string{"iptables", "iptables-save", "iptables-restore", "ip6tables", "ip6tables-save", "ip6tables-restore"} {
+		// By rename, so that the kube-proxies of a lab's nodes, started side by
+		// side, can each make the links without tripping over the others'.
 		link := filepath.Join(dir, tool)
-		os.Remove(link)
-		if err := os.Symlink(prog, link); err != nil {
+		tmp := fmt.Sprintf("%s.%d", link, rand.Int64())
+		if err := os.Symlink(prog, tmp); err != nil {
+			return "", fmt.Errorf("iptables %s backend: %w", backend, err)
+		}
+		if err := os.Rename(tmp, link); err != nil {
+			os.Remove(tmp)
 			return "", fmt.Errorf("iptables %s backend: %w", backend, err)
 		}
 	}

@@ -84,6 +84,9 @@ func (n *NS) Close() error {
 // goroutines started in fn do not inherit the namespace; a process started in fn
 // does.
 func (n *NS) Do(fn func() error) error {
+	if n.cni == nil {
+		return fmt.Errorf("netns %s: closed", n)
+	}
 	if err := n.cni.Do(func(cnins.NetNS) error { return fn() }); err != nil {
 		return fmt.Errorf("netns %s: %w", n, err)
 	}

@@ -38,14 +38,13 @@ type semantics interface {
 	lost(d string) string
 }
 
-// semanticsOf is what verify knows of model m. kube-proxy's nftables mode
-// behaves as its iptables mode for every flow verify plans (its dispatch is one
-// table instead of chains, its drops and rejects the same), so one model serves
-// both.
+// semanticsOf is what verify knows of model m.
 func semanticsOf(m proxy.Model) (semantics, bool) {
 	switch m {
-	case proxy.ModelIPTables, proxy.ModelNFTables:
+	case proxy.ModelIPTables:
 		return iptablesRules{}, true
+	case proxy.ModelNFTables:
+		return nftablesRules{}, true
 	case proxy.ModelIPVS:
 		return ipvsRules{}, true
 	}
