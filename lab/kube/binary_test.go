@@ -204,6 +204,10 @@ func TestBinaryBuild(t *testing.T) {
 	if got, err := Binary(ctx, Options{Path: first}); err != nil || got != first {
 		t.Errorf("Binary(Path: %s) = %s, %v", first, got, err)
 	}
+	t.Chdir(cache)
+	if got, err := Binary(ctx, Options{Path: "./" + filepath.Base(first)}); err != nil || got != first {
+		t.Errorf("Binary(Path: ./%s) = %s, %v; want the absolute %s", filepath.Base(first), got, err, first)
+	}
 	if _, err := Binary(ctx, Options{Path: "/bin/true"}); err == nil || !strings.Contains(err.Error(), "not a svclab-kube") {
 		t.Errorf("Binary(Path: /bin/true) = %v, want it refused", err)
 	}
