@@ -91,8 +91,7 @@ func StartAPIServer(binary string, c APIServerConfig) (*Process, error) {
 	}
 	return Start(Command{
 		Name: "kube-apiserver", Netns: c.Netns,
-		Path: binary, Args: c.Args(),
-		Dir: c.Dir, LogFile: c.LogFile,
+		Path: binary, Args: c.Args(), LogFile: c.LogFile,
 	})
 }
 

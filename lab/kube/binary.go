@@ -51,10 +51,18 @@ func Binary(ctx context.Context, o Options) (string, error) {
 		path = os.Getenv(BinaryEnv)
 	}
 	if path != "" {
-		if err := checkBinary(ctx, path); err != nil {
+		// Absolute, so it stays right whatever directory a component runs in.
+		abs, err := exec.LookPath(path)
+		if err == nil {
+			abs, err = filepath.Abs(abs)
+		}
+		if err != nil {
+			return "", fmt.Errorf("kube binary %s: %w", path, err)
+		}
+		if err := checkBinary(ctx, abs); err != nil {
 			return "", err
 		}
-		return path, nil
+		return abs, nil
 	}
 	cacheDir := o.CacheDir
 	if cacheDir == "" {

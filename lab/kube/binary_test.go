@@ -1,9 +1,14 @@
 package kube
 
 import (
+	"bytes"
+	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/mod/modfile"
@@ -105,5 +110,141 @@ func TestFindSource(t *testing.T) {
 	t.Setenv(SourceEnv, t.TempDir())
 	if _, err := findSource(); err == nil || !strings.Contains(err.Error(), "components/go.mod") {
 		t.Errorf("findSource with $%s at an empty directory: %v, want an error naming components/go.mod", SourceEnv, err)
+	}
+}
+
+// fakeSource makes a source tree whose components module is a tiny program
+// printing line, and points $SVCLAB_SOURCE at it.
+func fakeSource(t *testing.T, line string) string {
+	t.Helper()
+	root := t.TempDir()
+	files := map[string]string{
+		"components/go.mod":                  "module example.com/fake\n\ngo 1.26\n",
+		"components/cmd/svclab-kube/main.go": "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(" + strconv.Quote(line) + ") }\n",
+	}
+	for rel, content := range files {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv(SourceEnv, root)
+	t.Setenv(BinaryEnv, "")
+	return root
+}
+
+// TestBinaryBuild builds a stand-in components module through Binary: the first
+// call builds (saying so), later calls and concurrent ones get the same cached
+// file without building again, a changed source builds anew, and a broken one
+// fails with the compiler's message.
+func TestBinaryBuild(t *testing.T) {
+	fakeSource(t, "kubernetes fake-1")
+	cache := t.TempDir()
+	ctx := context.Background()
+	var log bytes.Buffer
+	first, err := Binary(ctx, Options{CacheDir: cache, Log: &log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(log.String(), "kube: building the Kubernetes components ("+Version+"), first use: takes several minutes...") ||
+		!strings.Contains(log.String(), "kube: built the Kubernetes components in ") {
+		t.Errorf("build log:\n%s", log.String())
+	}
+	if filepath.Dir(first) != cache || !strings.HasPrefix(filepath.Base(first), "svclab-kube-"+Version+"-") {
+		t.Errorf("binary at %s, want svclab-kube-%s-KEY in %s", first, Version, cache)
+	}
+	if out, err := exec.Command(first).Output(); err != nil || string(out) != "kubernetes fake-1\n" {
+		t.Errorf("built binary printed %q (%v)", out, err)
+	}
+	log.Reset()
+	again, err := Binary(ctx, Options{CacheDir: cache, Log: &log})
+	if err != nil || again != first || log.Len() != 0 {
+		t.Errorf("second call: %s, %v, log %q; want %s from the cache, silently", again, err, log.String(), first)
+	}
+
+	// A changed source is a new build; two callers at once build it once.
+	fakeSource(t, "kubernetes fake-2")
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var logs bytes.Buffer
+	paths := make([]string, 2)
+	for i := range paths {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var l bytes.Buffer
+			p, err := Binary(ctx, Options{CacheDir: cache, Log: &l})
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			logs.Write(l.Bytes())
+			mu.Unlock()
+			paths[i] = p
+		}()
+	}
+	wg.Wait()
+	if paths[0] != paths[1] || paths[0] == first {
+		t.Errorf("concurrent calls got %v; want one new binary", paths)
+	}
+	if n := strings.Count(logs.String(), "kube: building"); n != 1 {
+		t.Errorf("concurrent calls built %d times:\n%s", n, logs.String())
+	}
+	if out, _ := exec.Command(paths[0]).Output(); string(out) != "kubernetes fake-2\n" {
+		t.Errorf("rebuilt binary printed %q", out)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(cache, ".build-*")); len(leftovers) > 0 {
+		t.Errorf("temporary files left in the cache: %v", leftovers)
+	}
+
+	// A given binary is used as it is once its version command answers.
+	if got, err := Binary(ctx, Options{Path: first}); err != nil || got != first {
+		t.Errorf("Binary(Path: %s) = %s, %v", first, got, err)
+	}
+	t.Chdir(cache)
+	if got, err := Binary(ctx, Options{Path: "./" + filepath.Base(first)}); err != nil || got != first {
+		t.Errorf("Binary(Path: ./%s) = %s, %v; want the absolute %s", filepath.Base(first), got, err, first)
+	}
+	if _, err := Binary(ctx, Options{Path: "/bin/true"}); err == nil || !strings.Contains(err.Error(), "not a svclab-kube") {
+		t.Errorf("Binary(Path: /bin/true) = %v, want it refused", err)
+	}
+	if _, err := Binary(ctx, Options{Path: filepath.Join(cache, "nothing")}); err == nil {
+		t.Errorf("Binary with a missing path succeeded")
+	}
+
+	// A source that does not compile fails with the compiler's words.
+	root := fakeSource(t, "x")
+	os.WriteFile(filepath.Join(root, "components/cmd/svclab-kube/main.go"), []byte("package main\n\nfunc main() { undefinedThing() }\n"), 0o644)
+	if _, err := Binary(ctx, Options{CacheDir: cache}); err == nil || !strings.Contains(err.Error(), "undefined: undefinedThing") {
+		t.Errorf("broken source: %v, want the compiler's error", err)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(cache, ".build-*")); len(leftovers) > 0 {
+		t.Errorf("a failed build left %v", leftovers)
+	}
+}
+
+// TestBinaryWithoutSource: no source tree and nothing cached is an error saying
+// what to do; with a cached binary of this version, that one is used.
+func TestBinaryWithoutSource(t *testing.T) {
+	t.Setenv(BinaryEnv, "")
+	t.Setenv(SourceEnv, t.TempDir())
+	cache := t.TempDir()
+	_, err := Binary(context.Background(), Options{CacheDir: cache})
+	if err == nil || !strings.Contains(err.Error(), "--kube-binary") || !strings.Contains(err.Error(), "not built yet") {
+		t.Errorf("no source, no cache: %v", err)
+	}
+	cached := filepath.Join(cache, cachedName("0123456789abcdef"))
+	if err := os.WriteFile(cached, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var log bytes.Buffer
+	if got, err := Binary(context.Background(), Options{CacheDir: cache, Log: &log}); err != nil || got != cached {
+		t.Errorf("no source, one cached: %s, %v; want %s", got, err, cached)
+	}
+	if !strings.Contains(log.String(), "no source tree") {
+		t.Errorf("log %q does not say why the cached binary is used", log.String())
 	}
 }

@@ -149,17 +149,25 @@ func (c *cluster) start(p *Process, err error) *Process {
 		c.tb.Fatal(err)
 	}
 	c.procs = append(c.procs, p)
-	c.tb.Cleanup(func() {
+	stopAtEnd(c.tb, p)
+	return p
+}
+
+// stopAtEnd stops p when the test ends, saying how long that took, and prints
+// the end of its log if the test failed.
+func stopAtEnd(tb testing.TB, p *Process) {
+	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
+		start := time.Now()
 		if err := p.Stop(ctx); err != nil {
-			c.tb.Error(err)
+			tb.Error(err)
 		}
-		if c.tb.Failed() {
-			c.tb.Logf("%s's log ends:\n%s", p.Name, tail(p.LogFile, 30))
+		tb.Logf("%s: stopped in %s (%v)", p.Name, time.Since(start).Round(time.Millisecond), p.Err())
+		if tb.Failed() {
+			tb.Logf("%s's log ends:\n%s", p.Name, tail(p.LogFile, 30))
 		}
 	})
-	return p
 }
 
 // veth joins two namespaces, creating the peer directly in the other one.
@@ -198,7 +206,8 @@ func ipNet(p netip.Prefix) *net.IPNet {
 // kubectl runs the binary's kubectl inside the API server's namespace.
 func (c *cluster) kubectl(args ...string) string {
 	c.tb.Helper()
-	out, err := namespaces.Output(c.api, append([]string{c.bin, "kubectl", "--kubeconfig=" + c.kubeconfig}, args...)...)
+	argv := append([]string{c.bin}, KubectlArgs(c.kubeconfig, filepath.Join(c.dir, "kubectl-cache"), args...)...)
+	out, err := namespaces.Output(c.api, argv...)
 	if err != nil {
 		c.tb.Fatal(err)
 	}
@@ -307,18 +316,20 @@ func listeners(tb testing.TB, ns string, procs ...*Process) []string {
 	return found
 }
 
-// rss is a process's resident memory in MiB.
-func rss(p *Process) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+// memory describes a process's memory: resident (RSS) and proportional (PSS,
+// which splits the pages of the binary the components share among them).
+func memory(p *Process) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps_rollup", p.Pid()))
 	if err != nil {
-		return 0
+		return err.Error()
 	}
+	kb := map[string]float64{}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmRSS:" {
-			var kb float64
-			fmt.Sscan(f[1], &kb)
-			return kb / 1024
+		if f := strings.Fields(line); len(f) == 3 && f[2] == "kB" {
+			var v float64
+			fmt.Sscan(f[1], &v)
+			kb[strings.TrimSuffix(f[0], ":")] = v
 		}
 	}
-	return 0
+	return fmt.Sprintf("%.0f MiB resident (PSS %.0f MiB)", kb["Rss"]/1024, kb["Pss"]/1024)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -68,6 +69,16 @@ spec:
 // namespace. Objects are made with the binary's kubectl; each component must
 // run inside its namespace and listen on nothing in the root namespace.
 func TestComponents(t *testing.T) {
+	// Everything a component writes goes to the run directory: kubectl's caches
+	// too, which it would otherwise keep in ~/.kube.
+	home, _ := os.UserHomeDir()
+	if _, err := os.Stat(filepath.Join(home, ".kube")); errors.Is(err, os.ErrNotExist) {
+		t.Cleanup(func() {
+			if _, err := os.Stat(filepath.Join(home, ".kube")); err == nil {
+				t.Errorf("%s/.kube appeared during the test", home)
+			}
+		})
+	}
 	c := newCluster(t)
 	clusterIP := c.addWeb()
 	// The API server's own Service, as `kubectl get svc` shows it in a cluster.
@@ -86,7 +97,7 @@ func TestComponents(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			other := otherBackend(t, c.node, v.backend)
 			p, ready := startProxy(t, c, v.mode, v.backend, 0)
-			t.Logf("kube-proxy %s: first sync %s after exec, %.0f MiB resident", name, ready.Round(time.Millisecond), rss(p))
+			t.Logf("kube-proxy %s: first sync %s after exec, %s", name, ready.Round(time.Millisecond), memory(p))
 			var rules string
 			if _, err := eventually(30*time.Second, func() error {
 				rules = proxyRules(t, c.node, v.mode, v.backend)
@@ -131,7 +142,7 @@ func TestComponents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("coredns: ready %s after exec, %.0f MiB resident", ready.Round(time.Millisecond), rss(p))
+		t.Logf("coredns: ready %s after exec, %s", ready.Round(time.Millisecond), memory(p))
 		r := Resolver(dnsNS, "192.168.2.53:53")
 		for name, want := range map[string]string{
 			"kubernetes.default.svc.cluster.local.": "10.96.0.1",
@@ -162,7 +173,7 @@ func TestComponents(t *testing.T) {
 	checkConfined(t, c.procs[0], c.api, 1)
 	checkConfined(t, c.procs[1], c.api, 1)
 	for _, p := range c.procs[:2] {
-		t.Logf("%s: %.0f MiB resident", p.Name, rss(p))
+		t.Logf("%s: %s", p.Name, memory(p))
 	}
 }
 
@@ -170,7 +181,7 @@ func TestComponents(t *testing.T) {
 // the (sub)test ends; it returns once the first sync is done.
 func startProxy(tb testing.TB, c *cluster, mode, backend string, minSync time.Duration) (*Process, time.Duration) {
 	tb.Helper()
-	tag := mode + backend
+	tag := strings.TrimSuffix(mode+"-"+backend, "-")
 	cfg := filepath.Join(c.dir, "kube-proxy-"+tag+".yaml")
 	if err := WriteProxyConfig(cfg, ProxyConfig{
 		Mode: mode, ClusterCIDR: clusterCIDR, NodeName: "node-1", NodeIP: nodeAddr,
@@ -185,16 +196,7 @@ func startProxy(tb testing.TB, c *cluster, mode, backend string, minSync time.Du
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		defer cancel()
-		if err := p.Stop(ctx); err != nil {
-			tb.Error(err)
-		}
-		if tb.Failed() {
-			tb.Logf("%s's log ends:\n%s", p.Name, tail(p.LogFile, 30))
-		}
-	})
+	stopAtEnd(tb, p)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ready, err := WaitProxy(ctx, p, nodeAddr)
