@@ -92,6 +92,13 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err := kube.WriteKubeconfig(l.cp.kubeconfig, l.topo.Name, l.cp.api.URL(), pki); err != nil {
 		return err
 	}
+	l.mu.Lock()
+	l.record.Kubeconfig, l.record.KubeBinary = l.cp.kubeconfig, bin
+	err = writeRecord(l.dir, l.record)
+	l.mu.Unlock()
+	if err != nil {
+		return err
+	}
 	kcm, err := kube.StartControllerManager(bin, kube.ControllerManagerConfig{
 		Netns: m.NetNS, Kubeconfig: l.cp.kubeconfig, LogFile: l.logFile("kube-controller-manager"),
 	})

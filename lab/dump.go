@@ -37,8 +37,8 @@ func (l *Lab) Dump(members ...string) string {
 
 func (l *Lab) dumpCommands(kind string) [][]string {
 	cmds := [][]string{{"ip", "-4", "addr"}, {"ip", "-4", "route"}}
-	if kind != KindNode || l.mode.Diagnostics == nil {
+	if kind != KindNode || l.mode.Rules == nil {
 		return cmds
 	}
-	return append(cmds, l.mode.Diagnostics(l.config)...)
+	return append(append(cmds, l.mode.Rules(l.config)...), []string{"conntrack", "-L"})
 }

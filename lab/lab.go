@@ -217,7 +217,8 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	for _, p := range t.Pods {
 		l.addMember(p.Name, KindPod, p.IP, p.Node)
 	}
-	l.record = &Record{ID: l.ID, Name: t.Name, RunID: l.RunID, Source: t.Source, Mode: o.Mode, Created: time.Now(), Owner: Self()}
+	l.record = &Record{ID: l.ID, Name: t.Name, RunID: l.RunID, Source: t.Source, Mode: o.Mode, Created: time.Now(), Owner: Self(),
+		Backend: o.Proxy.Backend, KubeProxy: o.KubeProxy != nil}
 	l.record.Members = l.memberRecords()
 	return l, nil
 }

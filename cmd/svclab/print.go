@@ -9,6 +9,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
 )
 
 // printLab tells a person what is running and how to get in.
@@ -50,11 +51,14 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 	}
 	ref := l.ID
 	fmt.Fprintln(w)
-	if node != "" {
-		fmt.Fprintf(w, "Look inside:   svclab exec %s %s -- iptables-save\n", ref, node)
+	if kc := l.Kubeconfig(); kc != "" {
+		fmt.Fprintf(w, "API server:    kubeconfig %s (its server is inside the lab)\n", kc)
+		fmt.Fprintf(w, "Use kubectl:   svclab kubectl %s -- get svc\n", ref)
 	}
-	if pod != "" && len(ports) > 0 {
-		sp := ports[0]
+	if node != "" && l.Mode() != "" {
+		fmt.Fprintf(w, "Look inside:   svclab rules --lab %s --node %s\n", ref, node)
+	}
+	if sp, ok := firstLabPort(l.Topology(), ports); ok && pod != "" {
 		fmt.Fprintf(w, "Send traffic:  svclab exec %s %s -- curl -s %s\n", ref, pod, netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)))
 	}
 	if background {
@@ -78,4 +82,17 @@ func endpointList(eps []proxy.Endpoint) string {
 		s = append(s, e.String()+flag)
 	}
 	return strings.Join(s, ", ")
+}
+
+// firstLabPort is the first port of a Service of the topology (not one the API
+// server keeps itself, whose endpoint is no lab pod).
+func firstLabPort(t *topology.Topology, ports []proxy.ServicePort) (proxy.ServicePort, bool) {
+	for _, sp := range ports {
+		for _, svc := range t.Services {
+			if svc.Namespace == sp.Name.Namespace && svc.Name == sp.Name.Name {
+				return sp, true
+			}
+		}
+	}
+	return proxy.ServicePort{}, false
 }

@@ -3,17 +3,20 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 )
 
 func newRulesCommand() *cobra.Command {
 	var (
-		f    labFlags
-		node string
+		f       labFlags
+		node    string
+		running string
 	)
 	cmd := &cobra.Command{
 		Use:   "rules [-f FILE] [--node NODE] [--mode MODE]",
@@ -25,6 +28,9 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			out := cmd.OutOrStdout()
+			if running != "" {
+				return installedRules(out, running, node)
+			}
 			t, err := loadTopology(f.file)
 			if err != nil {
 				return err
@@ -69,5 +75,41 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&node, "node", "", "the node whose rules to print (default: every node)")
+	cmd.Flags().StringVar(&running, "lab", "", "print what a running lab's nodes hold instead (whatever programs them: svclab's proxiers or the real kube-proxy); needs root")
 	return cmd
+}
+
+// installedRules prints what the nodes of the running lab id hold, as the lab's
+// mode lists it (iptables-save, nft list table, ipvsadm -Ln).
+func installedRules(out io.Writer, id, node string) error {
+	if err := lab.CheckPrivileges(); err != nil {
+		return err
+	}
+	r, err := lab.Find(lab.DefaultRecordDir, id)
+	if err != nil {
+		return usage(err)
+	}
+	mode, err := proxy.Lookup(r.Mode)
+	if err != nil {
+		return usage(fmt.Errorf("lab %s: %w", r.ID, err))
+	}
+	found := false
+	for _, m := range r.Members {
+		if m.Kind != lab.KindNode || (node != "" && m.Name != node) {
+			continue
+		}
+		found = true
+		for _, argv := range mode.Rules(proxy.Config{Backend: r.Backend}) {
+			fmt.Fprintf(out, "# node %s: %s\n", m.Name, strings.Join(argv, " "))
+			text, err := namespaces.Output(m.NetNS, argv...)
+			out.Write(text)
+			if err != nil {
+				fmt.Fprintf(out, "# (%v)\n", err)
+			}
+		}
+	}
+	if !found {
+		return usage(fmt.Errorf("lab %s has no node %q", r.ID, node))
+	}
+	return nil
 }

@@ -81,6 +81,10 @@ func runLab(t *topology.Topology, f labFlags, runID string, readyFD int) error {
 	opts.Log = os.Stderr
 	var ready io.WriteCloser = os.Stdout
 	if readyFD > 0 {
+		// Inherited without close-on-exec: the lab's component processes would
+		// hold it open, and `svclab up` would wait for their end instead of
+		// this one's word.
+		syscall.CloseOnExec(readyFD)
 		ready = os.NewFile(uintptr(readyFD), "ready")
 	}
 	l, err := lab.Up(ctx, t, opts)

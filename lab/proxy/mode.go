@@ -72,9 +72,10 @@ type Mode struct {
 	// Available returns nil when the running kernel and userland can run the mode,
 	// or an error saying what is missing and what to do.
 	Available func() error
-	// Diagnostics are the commands a failure dump runs in a node programmed in
-	// this mode with c, besides addresses and routes.
-	Diagnostics func(c Config) [][]string
+	// Rules are the commands that print what a node programmed in this mode
+	// with c holds (iptables-save, nft list, ipvsadm -Ln): what `svclab rules`
+	// shows of a running lab and what a failure dump shows.
+	Rules func(c Config) [][]string
 	// Kernel lists the kernel features the mode programs, beyond what every lab
 	// builds on (network namespaces, veth, bridges, br_netfilter), by the names
 	// `svclab doctor` probes them under (lab/doctor): its answer for a mode comes
@@ -205,7 +206,7 @@ func Register(m Mode) {
 	if _, dup := registry[m.Name]; dup {
 		panic("proxy: mode " + m.Name + " registered twice")
 	}
-	if m.Dataplane.Model == 0 || m.Dataplane.Selection == 0 || m.Available == nil || m.Diagnostics == nil || m.Read == nil {
+	if m.Dataplane.Model == 0 || m.Dataplane.Selection == 0 || m.Available == nil || m.Rules == nil || m.Read == nil {
 		panic("proxy: mode " + m.Name + " registered without its dataplane, availability, diagnostics or reader")
 	}
 	registry[m.Name] = m

@@ -21,8 +21,8 @@ var mode = proxy.Mode{
 	Kernel: []string{"nf_tables", "ip_tables", "xt_comment", "xt_conntrack", "xt_mark", "xt_statistic",
 		"xt_recent", "xt_addrtype", "xt_tcpudp", "xt_MASQUERADE", "xt_nat", "ipt_REJECT", "nf_conntrack_netlink"},
 	Cleanup: Cleanup,
-	Diagnostics: func(c proxy.Config) [][]string {
-		return [][]string{{xtables.SaveProgram(c.Backend)}, {"conntrack", "-L"}}
+	Rules: func(c proxy.Config) [][]string {
+		return [][]string{{xtables.SaveProgram(c.Backend)}}
 	},
 	Read: Read,
 }

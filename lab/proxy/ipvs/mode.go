@@ -26,8 +26,8 @@ var mode = proxy.Mode{
 	Available: Available,
 	Kernel: []string{"ip_vs", "ip_set", "dummy", "nf_tables", "ip_tables", "xt_comment", "xt_conntrack",
 		"xt_mark", "xt_addrtype", "xt_set", "xt_MASQUERADE", "ipt_REJECT", "nf_conntrack_netlink"},
-	Diagnostics: func(c proxy.Config) [][]string {
-		return [][]string{{xtables.SaveProgram(c.Backend)}, {"conntrack", "-L"}, {"ipvsadm", "-Ln"}, {"ipset", "list"}}
+	Rules: func(c proxy.Config) [][]string {
+		return [][]string{{"ipvsadm", "-Ln"}, {"ipset", "save"}, {xtables.SaveProgram(c.Backend)}}
 	},
 	Read: Read,
 }

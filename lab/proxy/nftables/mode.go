@@ -26,8 +26,8 @@ var mode = proxy.Mode{
 	// nat, reject) come with nf_tables on every kernel of 5.13 or later that
 	// Available lets through.
 	Kernel: []string{"nf_tables"},
-	Diagnostics: func(proxy.Config) [][]string {
-		return [][]string{{"nft", "list", "table", "ip", Table}, {"conntrack", "-L"}}
+	Rules: func(proxy.Config) [][]string {
+		return [][]string{{"nft", "list", "table", "ip", Table}}
 	},
 	Read: Read,
 }
