@@ -24,6 +24,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // Options say how to build a lab.
@@ -351,15 +352,15 @@ func deleteNamespaces(names []string, parallel int) error {
 // taken from o and t where o.Proxy leaves them unset.
 func ConfigOf(t *topology.Topology, o Options) (proxy.Config, error) {
 	c := o.Proxy
-	version := t.KubeProxyVersion
+	name := t.KubeProxyVersion
 	if o.KubeProxyVersion != "" {
-		version = o.KubeProxyVersion
+		name = o.KubeProxyVersion
 	}
-	v, err := proxy.ParseVersion(version)
+	v, err := version.Parse(name)
 	if err != nil {
 		return proxy.Config{}, err
 	}
-	if c.Version == (proxy.Version{}) {
+	if c.Version == (version.Version{}) {
 		c.Version = v
 	}
 	if c.KubeProxy.Mode == "" {

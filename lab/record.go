@@ -20,20 +20,20 @@ const DefaultRecordDir = "/run/svclab"
 
 // Record is what a lab writes about itself before it creates anything.
 type Record struct {
-	ID      string    `json:"id"`
-	Name    string    `json:"name"`
-	RunID   string    `json:"runID"`
-	Source  string    `json:"source"`
-	Mode    string    `json:"mode"`
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	RunID  string `json:"runID"`
+	Source string `json:"source"`
+	Mode   string `json:"mode"`
 	// Backend is the xtables backend the mode writes with; KubeProxy tells
 	// that the real kube-proxy programs the nodes.
 	Backend   string `json:"backend,omitempty"`
 	KubeProxy bool   `json:"kubeProxy,omitempty"`
 	// Kubeconfig and KubeBinary are the control plane's admin kubeconfig and the
 	// component binary (its kubectl), when the lab has a control plane.
-	Kubeconfig string `json:"kubeconfig,omitempty"`
-	KubeBinary string `json:"kubeBinary,omitempty"`
-	Created time.Time `json:"created"`
+	Kubeconfig string    `json:"kubeconfig,omitempty"`
+	KubeBinary string    `json:"kubeBinary,omitempty"`
+	Created    time.Time `json:"created"`
 	// Owner is the process that holds the lab: it serves the pods and tears the lab
 	// down. A lab whose owner is gone is a leftover.
 	Owner   Process        `json:"owner"`

@@ -13,6 +13,7 @@ import (
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/version"
 	"github.com/svclab/svclab/topologies"
 )
 
@@ -46,7 +47,7 @@ func (f *labFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.backend, "backend", "", "xtables backend the rules are written with: nft (default) or legacy")
 	fs.StringVar(&f.apply, "apply", "", "how svclab's proxier writes a change: "+methodHelp())
 	fs.StringVar(&f.scheduler, "scheduler", "", "kube-proxy's ipvs.scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq, mh")
-	fs.StringVar(&f.version, "kube-proxy-version", "", "kube-proxy release whose rules to reproduce, e.g. 1.18 (default: the topology's, else "+proxy.DefaultVersion.String()+")")
+	fs.StringVar(&f.version, "kube-proxy-version", "", "kube-proxy release whose rules to reproduce, e.g. 1.18 (default: the topology's, else "+version.Default.String()+")")
 	fs.BoolVar(&f.masqueradeAll, "masquerade-all", false, "kube-proxy's --masquerade-all: SNAT all traffic to ClusterIPs")
 	fs.BoolVar(&f.noCleanup, "no-conntrack-cleanup", false, "do not delete stale UDP conntrack entries after endpoint changes")
 	fs.BoolVar(&f.controlPlane, "control-plane", false, "run a control plane (kube-apiserver, the EndpointSlice controllers) and apply the lab through it, as controlPlane: true in the topology")

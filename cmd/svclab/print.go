@@ -10,6 +10,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // printLab tells a person what is running and how to get in.
@@ -45,7 +46,7 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 			if sp.NodePort != 0 {
 				np = fmt.Sprint(sp.NodePort)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%s\t%s\n", sp.Name.String(proxy.DefaultVersion), sp.ClusterIP, sp.Port, sp.Protocol, np, endpointList(sp.Endpoints))
+			fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%s\t%s\n", sp.Name.String(version.Default), sp.ClusterIP, sp.Port, sp.Protocol, np, endpointList(sp.Endpoints))
 		}
 		tw.Flush()
 	}

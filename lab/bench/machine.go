@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // Machine records where a run took place.
@@ -57,7 +57,7 @@ func LoadAvg() string {
 // readMachine records this machine, and the version of the xtables programs
 // of every variant measured that names a backend.
 func readMachine(where string, measured []Measured) Machine {
-	m := Machine{Where: where, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), KubeProxy: proxy.DefaultVersion.String(), LoadStart: LoadAvg()}
+	m := Machine{Where: where, CPUs: runtime.NumCPU(), GoVersion: runtime.Version(), KubeProxy: version.Default.String(), LoadStart: LoadAvg()}
 	var uts [2]string
 	for i, f := range []string{"/proc/sys/kernel/osrelease", "/proc/sys/kernel/version"} {
 		b, _ := os.ReadFile(f)

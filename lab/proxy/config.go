@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
+	"github.com/svclab/svclab/lab/version"
 )
 
 // Config is how one node's proxy is configured: kube-proxy's own configuration
@@ -20,7 +22,7 @@ type Config struct {
 	// svclab's proxiers implement.
 	KubeProxy kubeproxyconfig.KubeProxyConfiguration
 	// Version is the kube-proxy release whose rules svclab's proxiers reproduce.
-	Version Version
+	Version version.Version
 	// ServiceCIDR is the cluster's service range (the API server's
 	// --service-cluster-ip-range, which kube-proxy learns from the ServiceCIDR
 	// objects).
@@ -54,10 +56,10 @@ func (c Config) MasqueradeAll() bool {
 	return c.KubeProxy.IPTables.MasqueradeAll
 }
 
-// VersionOr is c.Version, or DefaultVersion when it is unset.
-func (c Config) VersionOr() Version {
-	if c.Version == (Version{}) {
-		return DefaultVersion
+// VersionOr is c.Version, or version.Default when it is unset.
+func (c Config) VersionOr() version.Version {
+	if c.Version == (version.Version{}) {
+		return version.Default
 	}
 	return c.Version
 }

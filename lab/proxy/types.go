@@ -5,10 +5,11 @@
 package proxy
 
 import (
-	"fmt"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svclab/svclab/lab/version"
 )
 
 // ServicePortName identifies one port of one Service, as kube-proxy's
@@ -23,7 +24,7 @@ func (n ServicePortName) NamespacedName() string { return n.Namespace + "/" + n.
 // String is the name kube-proxy hashes into chain names and writes into comments.
 // Since 1.19 an unnamed port prints as "namespace/name"; before that the colon stayed
 // ("namespace/name:"), which is what seed 002's rules show.
-func (n ServicePortName) String(v Version) string {
+func (n ServicePortName) String(v version.Version) string {
 	if n.Port == "" && v.AtLeast(1, 19) {
 		return n.NamespacedName()
 	}
@@ -103,44 +104,10 @@ type Node struct {
 	PodCIDR netip.Prefix
 }
 
-// Version is a kube-proxy minor release; its rules changed shape between releases.
-type Version struct{ Major, Minor int }
-
-// DefaultVersion is the kube-proxy release svclab reproduces unless told otherwise.
-var DefaultVersion = Version{1, 37}
-
-// ParseVersion reads "1.18" or "v1.18" (a patch level is accepted and ignored).
-func ParseVersion(s string) (Version, error) {
-	if s == "" {
-		return DefaultVersion, nil
-	}
-	var v Version
-	var patch int
-	in := s
-	if in[0] == 'v' {
-		in = in[1:]
-	}
-	n, _ := fmt.Sscanf(in, "%d.%d.%d", &v.Major, &v.Minor, &patch)
-	if n < 2 || v.Major != 1 || v.Minor < 0 {
-		return Version{}, fmt.Errorf("kube-proxy version %q: want 1.MINOR, such as 1.18 or 1.37", s)
-	}
-	if v.Minor < 11 || v.Minor > DefaultVersion.Minor {
-		return Version{}, fmt.Errorf("kube-proxy version %q: svclab reproduces 1.11 to %s", s, DefaultVersion)
-	}
-	return v, nil
-}
-
-// AtLeast tells whether v is major.minor or newer.
-func (v Version) AtLeast(major, minor int) bool {
-	return v.Major > major || (v.Major == major && v.Minor >= minor)
-}
-
-func (v Version) String() string { return fmt.Sprintf("%d.%d", v.Major, v.Minor) }
-
 // AsSeenBy is the port as kube-proxy release v sees it. Releases before 1.24 (the
 // KUBE-XLB layout svclab reproduces for them) proxied ready endpoints only, with no
 // fallback to terminating ones, and knew no internalTrafficPolicy.
-func (sp ServicePort) AsSeenBy(v Version) ServicePort {
+func (sp ServicePort) AsSeenBy(v version.Version) ServicePort {
 	if v.AtLeast(1, 24) {
 		return sp
 	}

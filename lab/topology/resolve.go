@@ -5,8 +5,9 @@ import (
 	"net/netip"
 	"regexp"
 
-	"github.com/svclab/svclab/lab/proxy"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/svclab/svclab/lab/version"
 )
 
 // resolver turns a decoded File into a Topology: it checks every rule, fills in
@@ -99,7 +100,7 @@ func (r *resolver) lab(f *File) {
 		r.errorf("serviceCIDR", "%s overlaps clusterCIDR %s", r.t.ServiceCIDR, r.t.ClusterCIDR)
 	}
 	if f.KubeProxyVersion != "" {
-		if _, err := proxy.ParseVersion(f.KubeProxyVersion); err != nil {
+		if _, err := version.Parse(f.KubeProxyVersion); err != nil {
 			r.errorf("kubeProxyVersion", "%v", err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // Source is a lab member a flow starts from.
@@ -104,7 +105,7 @@ type model struct {
 type cluster struct {
 	ClusterCIDR   netip.Prefix
 	MasqueradeAll bool
-	Version       proxy.Version
+	Version       version.Version
 }
 
 func newModel(t *topology.Topology, c proxy.Config) *model {

@@ -4,6 +4,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // iptablesRules is what kube-proxy's iptables mode does with a flow, following the
@@ -14,7 +15,7 @@ type iptablesRules struct{}
 
 // view: releases before 1.24 see endpoints differently (proxy.ServicePort.AsSeenBy),
 // and the iptables proxier renders what its release sees.
-func (iptablesRules) view(sp proxy.ServicePort, v proxy.Version) proxy.ServicePort {
+func (iptablesRules) view(sp proxy.ServicePort, v version.Version) proxy.ServicePort {
 	return sp.AsSeenBy(v)
 }
 
@@ -57,4 +58,3 @@ func (iptablesRules) hairpinMasqueraded(bool) bool { return true }
 func (iptablesRules) lost(d string) string {
 	return "replies from endpoints off " + d + " bypass its conntrack and never reach the client"
 }
-

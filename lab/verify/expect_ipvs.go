@@ -4,6 +4,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // ipvsRules is what kube-proxy's proxy.ModelIPVS mode does with a flow, derived from how the
@@ -35,7 +36,7 @@ import (
 type ipvsRules struct{}
 
 // view: the proxy.ModelIPVS proxier programs every release's endpoints alike.
-func (ipvsRules) view(sp proxy.ServicePort, _ proxy.Version) proxy.ServicePort { return sp }
+func (ipvsRules) view(sp proxy.ServicePort, _ version.Version) proxy.ServicePort { return sp }
 
 func (ipvsRules) choose(m *model, f flowAt) choice {
 	src, sp, c, d := f.src, f.sp, f.c, f.d
@@ -99,4 +100,3 @@ func (ipvsRules) hairpinMasqueraded(local bool) bool { return local }
 func (ipvsRules) lost(d string) string {
 	return "replies from endpoints off " + d + " to an unmasqueraded client bypass its proxy.ModelIPVS and are lost"
 }
-

@@ -12,6 +12,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
+	"github.com/svclab/svclab/lab/version"
 )
 
 func mustLoad(t *testing.T, path string) *topology.Topology {
@@ -29,7 +30,7 @@ func mustLoad(t *testing.T, path string) *topology.Topology {
 // NodePort.
 func expectFor(t *testing.T, m proxy.Model, top *topology.Topology, from, svc, node string) Expectation {
 	t.Helper()
-	return expectWith(t, m, top, proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: top.ClusterCIDR.String()}, ServiceCIDR: top.ServiceCIDR, Version: proxy.DefaultVersion}, from, svc, node)
+	return expectWith(t, m, top, proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: top.ClusterCIDR.String()}, ServiceCIDR: top.ServiceCIDR, Version: version.Default}, from, svc, node)
 }
 
 func expectWith(t *testing.T, m proxy.Model, top *topology.Topology, c proxy.Config, from, svc, node string) Expectation {

@@ -10,6 +10,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // A flows file pins flows a user writes, in the spirit of the packet-flow tables of
@@ -148,7 +149,7 @@ func (r *flowsReader) flow(path string, e flowEntry, topo string) (Flow, bool) {
 	if sp, ok := r.servicePort(tgt, protocol); ok {
 		// Dialling a Service, the rules may pick any of its endpoints, so the
 		// attempts must be enough to catch one the file leaves out.
-		f.Service = sp.Name.String(proxy.DefaultVersion)
+		f.Service = sp.Name.String(version.Default)
 		f.To = tgt.String()
 		f.Candidates = max(backends, len(sp.Endpoints))
 		f.Expected.Sticky = exp.Outcome == traffic.Answered && sp.AffinitySeconds > 0

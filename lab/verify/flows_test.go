@@ -11,6 +11,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // TestShippedFlowsAgreeWithModels: every flow of topologies/flows/web.yaml to a
@@ -24,7 +25,7 @@ func TestShippedFlowsAgreeWithModels(t *testing.T) {
 			t.Fatal(err)
 		}
 		derived := map[string]Flow{}
-		for _, f := range Derive(web, m, proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String()}, Version: proxy.DefaultVersion}).Flows {
+		for _, f := range Derive(web, m, proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String()}, Version: version.Default}).Flows {
 			derived[f.Source.Name+" "+f.To+" "+f.Protocol] = f
 		}
 		if len(plan.Flows) != 6 {

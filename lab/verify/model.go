@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // ModelOf is the dataplane model verify applies to the proxy mode called mode,
@@ -24,7 +25,7 @@ func ModelOf(mode string) (proxy.Model, error) {
 type semantics interface {
 	// view is the Service port as the mode's proxier at kube-proxy release v
 	// programs it.
-	view(sp proxy.ServicePort, v proxy.Version) proxy.ServicePort
+	view(sp proxy.ServicePort, v version.Version) proxy.ServicePort
 	// choose says what the translating node does with the flow: which endpoints
 	// its rules may pick and whether the flow is masqueraded, or that nothing
 	// answers.

@@ -7,6 +7,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // Plan is every check a verify run makes and what each must see, settled before a
@@ -54,7 +55,7 @@ func Derive(t *topology.Topology, m proxy.Model, c proxy.Config) Plan {
 				targets = append(targets, Target{Node: n.Name, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))})
 			}
 		}
-		service := sp.Name.String(proxy.DefaultVersion)
+		service := sp.Name.String(version.Default)
 		for _, src := range sources {
 			for _, tgt := range targets {
 				exp := mod.expect(rules, src, sp, tgt)

@@ -6,13 +6,14 @@ import (
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // TestPlanChecks: a plan's checks are the checks a run reports, with nothing
 // observed and nothing passed.
 func TestPlanChecks(t *testing.T) {
 	web := mustLoad(t, "../../topologies/web.yaml")
-	plan := Derive(web, proxy.ModelIPTables, proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String()}, Version: proxy.DefaultVersion})
+	plan := Derive(web, proxy.ModelIPTables, proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String()}, Version: version.Default})
 	// Seven members to the ClusterIP and two NodePorts.
 	if len(plan.Flows) != 18 {
 		t.Fatalf("%d flows, want 18", len(plan.Flows))

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // The lab's nodes, each with its own pod CIDR.
@@ -23,7 +24,7 @@ var (
 )
 
 // Target is node n of the lab, with kube-proxy release v.
-func Target(n proxy.Node, v proxy.Version) proxy.Target {
+func Target(n proxy.Node, v version.Version) proxy.Target {
 	return proxy.Target{Node: n, Config: proxy.Config{
 		KubeProxy:   kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: "10.244.0.0/16"},
 		ServiceCIDR: netip.MustParsePrefix("10.96.0.0/12"),

@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // generateCurrent writes the layout kube-proxy has used since 1.24: KUBE-SVC- (policy
@@ -210,7 +211,7 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 // affinity, a jump to the endpoint the client used last, if within the timeout;
 // then the random choice: rule i of n matches with probability 1/(n-i), so every
 // endpoint gets 1/n, and the last rule takes what is left.
-func writeToEndpoints(b *builder, v proxy.Version, sp *proxy.ServicePort, n portNames, chain string, eps []proxy.Endpoint, large bool) {
+func writeToEndpoints(b *builder, v version.Version, sp *proxy.ServicePort, n portNames, chain string, eps []proxy.Endpoint, large bool) {
 	comment := func(e proxy.Endpoint) []string {
 		if large {
 			return nil
@@ -235,7 +236,7 @@ func writeToEndpoints(b *builder, v proxy.Version, sp *proxy.ServicePort, n port
 // writeEndpointChain writes a KUBE-SEP- chain: traffic from the endpoint to itself
 // (hairpin) is masqueraded, or the reply would not come back through the DNAT;
 // the affinity list notes the client; then the DNAT.
-func writeEndpointChain(b *builder, v proxy.Version, sp *proxy.ServicePort, n portNames, e proxy.Endpoint, large bool) {
+func writeEndpointChain(b *builder, v version.Version, sp *proxy.ServicePort, n portNames, e proxy.Endpoint, large bool) {
 	sep := n.sep(e)
 	b.declare("nat", sep, sp.Name.NamespacedName())
 	var comment []string

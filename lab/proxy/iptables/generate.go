@@ -7,6 +7,7 @@ import (
 
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // Marks kube-proxy and the kubelet use: masquerade (shared with the IPVS mode)
@@ -29,7 +30,7 @@ const largeClusterEndpoints = 1000
 
 // Config is what shapes one node's rules besides the Services.
 type Config struct {
-	Version proxy.Version
+	Version version.Version
 	Node    proxy.Node
 	// ClusterCIDR is kube-proxy's --cluster-cidr, its default way of telling pod
 	// traffic from the rest (detect-local-mode ClusterCIDR). Unset, kube-proxy
@@ -116,7 +117,7 @@ func sortedPorts(ports []proxy.ServicePort) []proxy.ServicePort {
 
 // probability is 1/n printed as the release prints it: five decimals up to 1.16,
 // ten since.
-func probability(v proxy.Version, n int) string {
+func probability(v version.Version, n int) string {
 	if v.AtLeast(1, 17) {
 		return fmt.Sprintf("%0.10f", 1.0/float64(n))
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/svclab/svclab/lab/internal/proxytest"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current output")
@@ -53,8 +54,8 @@ func withAffinity(sp proxy.ServicePort, seconds int) proxy.ServicePort {
 }
 
 var (
-	v118 = proxy.Version{Major: 1, Minor: 18}
-	v137 = proxy.Version{Major: 1, Minor: 37}
+	v118 = version.Version{Major: 1, Minor: 18}
+	v137 = version.Version{Major: 1, Minor: 37}
 )
 
 type goldenCase struct {
@@ -281,7 +282,7 @@ func TestProbabilities(t *testing.T) {
 			t.Errorf("%d endpoints: probabilities %q, want %q", n, got, want)
 		}
 	}
-	if p := probability(proxy.Version{Major: 1, Minor: 16}, 3); p != "0.33333" {
+	if p := probability(version.Version{Major: 1, Minor: 16}, 3); p != "0.33333" {
 		t.Errorf("1.16 prints 1/3 as %s, want 0.33333", p)
 	}
 }
@@ -312,12 +313,12 @@ func TestLargeCluster(t *testing.T) {
 
 // TestOldReleases checks what the approximate old releases do differently.
 func TestOldReleases(t *testing.T) {
-	v := func(minor int) proxy.Target { return target(node1, proxy.Version{Major: 1, Minor: minor}) }
+	v := func(minor int) proxy.Target { return target(node1, version.Version{Major: 1, Minor: minor}) }
 	// 1.12 to 1.17 lost the per-endpoint comments; 1.11 and 1.18 have them.
 	for minor, want := range map[int]bool{11: true, 12: false, 17: false, 18: true} {
 		rs := generate(t, v(minor), httpd())
 		sp := httpd()
-		rule := rulesOf(t, rs, "nat", namesOf(&sp, proxy.Version{Major: 1, Minor: minor}).svc)[0]
+		rule := rulesOf(t, rs, "nat", namesOf(&sp, version.Version{Major: 1, Minor: minor}).svc)[0]
 		if got := strings.Contains(rule, "--comment"); got != want {
 			t.Errorf("1.%d: comment in %q: %v, want %v", minor, rule, got, want)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // Chain name prefixes of the per-Service chains. KUBE-XLB- is the Local-policy
@@ -58,7 +59,7 @@ type portNames struct {
 	seps map[string]string
 }
 
-func namesOf(sp *proxy.ServicePort, v proxy.Version) portNames {
+func namesOf(sp *proxy.ServicePort, v version.Version) portNames {
 	n := portNames{
 		portName: sp.Name.String(v),
 		protocol: strings.ToLower(string(sp.Protocol)),

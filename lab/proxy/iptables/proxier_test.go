@@ -17,6 +17,7 @@ import (
 	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // states is a sequence of Service states that exercises every kind of chain: it
@@ -48,7 +49,7 @@ func states() [][]proxy.ServicePort {
 
 // newProxier makes a proxier for node1 in path, with o's backend, method and
 // conntrack cleanup.
-func newProxier(t testing.TB, path string, v proxy.Version, o proxy.Config) *Proxier {
+func newProxier(t testing.TB, path string, v version.Version, o proxy.Config) *Proxier {
 	t.Helper()
 	tg := target(node1, v)
 	tg.NetNS, tg.RunDir = path, t.TempDir()
@@ -69,7 +70,7 @@ func newProxier(t testing.TB, path string, v proxy.Version, o proxy.Config) *Pro
 func TestApplyMethodsAgree(t *testing.T) {
 	seq := states()
 	for _, backend := range []string{"nft", "legacy"} {
-		for _, v := range []proxy.Version{v137, v118} {
+		for _, v := range []version.Version{v137, v118} {
 			t.Run(backend+"-"+v.String(), func(t *testing.T) {
 				results := map[string][]string{}
 				for _, apply := range []string{ApplyPartial, ApplyFull, ApplyChanged, ApplyPerRule} {

@@ -11,6 +11,7 @@ import (
 	"github.com/svclab/svclab/lab/internal/proxytest"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // TestReadFollowsSync programs a throwaway node namespace with svclab's proxier,
@@ -20,7 +21,7 @@ import (
 // back (one DNAT target) must then show as exactly that difference.
 func TestReadFollowsSync(t *testing.T) {
 	for _, backend := range []string{"nft", "legacy"} {
-		for _, v := range []proxy.Version{v137, v118} {
+		for _, v := range []version.Version{v137, v118} {
 			t.Run(backend+"-"+v.String(), func(t *testing.T) {
 				ns := nstest.New(t, "programs iptables")
 				cfg := proxy.Config{Backend: backend}
@@ -80,7 +81,7 @@ func TestReadFollowsSync(t *testing.T) {
 }
 
 // asSeenBy is ports as kube-proxy release v sees them.
-func asSeenBy(ports []proxy.ServicePort, v proxy.Version) []proxy.ServicePort {
+func asSeenBy(ports []proxy.ServicePort, v version.Version) []proxy.ServicePort {
 	out := make([]proxy.ServicePort, len(ports))
 	for i, sp := range ports {
 		out[i] = sp.AsSeenBy(v)

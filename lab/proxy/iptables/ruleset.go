@@ -6,7 +6,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // Rule is one rule: the words after "-A CHAIN", each a separate word and unquoted.
@@ -98,7 +98,7 @@ func (s Step) String() string {
 // Ruleset is everything one node's kube-proxy writes in iptables mode for one
 // state of the Services.
 type Ruleset struct {
-	Version proxy.Version
+	Version version.Version
 	// Setup is what is ensured with single iptables calls, in order.
 	Setup []Step
 	// Tables are filter then nat, in the order kube-proxy's own tests sort them
@@ -258,7 +258,7 @@ func (b *builder) get(table, chain string) *Chain {
 	return c
 }
 
-func (b *builder) ruleset(v proxy.Version, setup []Step, large bool) (*Ruleset, error) {
+func (b *builder) ruleset(v version.Version, setup []Step, large bool) (*Ruleset, error) {
 	rs := &Ruleset{Version: v, Setup: setup, LargeCluster: large}
 	for _, name := range []string{"filter", "nat"} {
 		t := &Table{Name: name}

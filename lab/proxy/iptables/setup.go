@@ -1,6 +1,6 @@
 package iptables
 
-import "github.com/svclab/svclab/lab/proxy"
+import "github.com/svclab/svclab/lab/version"
 
 // jump is one rule kube-proxy keeps at the top of a built-in chain, leading to one of
 // its own chains.
@@ -46,7 +46,7 @@ var jumpsXLB = []jump{
 // canaries are the empty KUBE-PROXY-CANARY chains kube-proxy (since 1.17) keeps in
 // three tables; it watches them to notice that someone flushed iptables and then
 // syncs everything again.
-func canaries(v proxy.Version) []Step {
+func canaries(v version.Version) []Step {
 	if !v.AtLeast(1, 17) {
 		return nil
 	}
@@ -73,14 +73,14 @@ func jumpSteps(jumps []jump) []Step {
 }
 
 // setupSteps are the single-call steps of release v.
-func setupSteps(v proxy.Version) []Step {
+func setupSteps(v version.Version) []Step {
 	if v.AtLeast(1, 24) {
 		return setupCurrent(v)
 	}
 	return setupXLB(v)
 }
 
-func setupCurrent(v proxy.Version) []Step {
+func setupCurrent(v version.Version) []Step {
 	return append(canaries(v), jumpSteps(jumpsCurrent)...)
 }
 
@@ -90,7 +90,7 @@ func setupCurrent(v proxy.Version) []Step {
 // marked and blocks outside packets to 127.0.0.0/8), then kube-proxy's jumps. The
 // kubelet also ensured KUBE-MARK-MASQ and KUBE-POSTROUTING with the rules
 // kube-proxy writes into them anyway; only their chains are kept here.
-func setupXLB(v proxy.Version) []Step {
+func setupXLB(v version.Version) []Step {
 	steps := []Step{
 		{Table: "nat", Chain: "KUBE-MARK-DROP"},
 		{Table: "nat", Chain: "KUBE-MARK-DROP", Rule: Rule{"-j", "MARK", "--or-mark", dropMark}, Append: true},

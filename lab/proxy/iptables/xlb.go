@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // generateXLB writes the layout of kube-proxy before 1.24, following syncProxyRules
@@ -46,7 +47,7 @@ func generateXLB(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 
 // writeMasqueradeChainsXLB is writeMasqueradeChains as releases before 1.16 wrote
 // it: their iptables wrapper did not know --random-fully yet.
-func writeMasqueradeChainsXLB(b *builder, v proxy.Version) {
+func writeMasqueradeChainsXLB(b *builder, v version.Version) {
 	if v.AtLeast(1, 16) {
 		writeMasqueradeChains(b)
 		return

@@ -12,6 +12,7 @@ import (
 
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // mode is the IPVS mode as registered.
@@ -58,8 +59,8 @@ func validate(t proxy.Target) (xtables.Backend, error) {
 		sort.Strings(names)
 		return xtables.Backend{}, fmt.Errorf("ipvs.scheduler %q: want one of %s", s, strings.Join(names, ", "))
 	}
-	if v := t.Config.Version; v != (proxy.Version{}) && v != proxy.DefaultVersion {
-		return xtables.Backend{}, fmt.Errorf("ipvs mode reproduces kube-proxy %s only (asked for %s)", proxy.DefaultVersion, v)
+	if v := t.Config.Version; v != (version.Version{}) && v != version.Default {
+		return xtables.Backend{}, fmt.Errorf("ipvs mode reproduces kube-proxy %s only (asked for %s)", version.Default, v)
 	}
 	if err := t.Config.Validate(); err != nil {
 		return xtables.Backend{}, err
@@ -84,7 +85,7 @@ func Render(t proxy.Target, s *proxy.State) (string, error) {
 	}
 	p := NewPlan(c, ports, addrs)
 	var b strings.Builder
-	fmt.Fprintf(&b, "# kube-proxy %s, ipvs mode, node %s (%s), scheduler %s\n", proxy.DefaultVersion, t.Node.Name, t.Node.IP, c.Scheduler)
+	fmt.Fprintf(&b, "# kube-proxy %s, ipvs mode, node %s (%s), scheduler %s\n", version.Default, t.Node.Name, t.Node.IP, c.Scheduler)
 	b.WriteString("# ipvsadm -Ln --sort\n")
 	b.WriteString(ipvsadmText(p.VirtualServers))
 	fmt.Fprintf(&b, "# %s (dummy, down) holds:", DummyDevice)

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 // DummyDevice is the interface kube-proxy binds every ClusterIP to, so that the
@@ -194,7 +195,7 @@ func NewPlan(c Config, ports []proxy.ServicePort, nodeAddrs []netip.Addr) *Plan 
 
 func (c Config) virtualServer(sp *proxy.ServicePort, addr netip.Addr, port uint16) VirtualServer {
 	vs := VirtualServer{
-		Service:  sp.Name.String(proxy.DefaultVersion),
+		Service:  sp.Name.String(version.Default),
 		Protocol: sp.Protocol, Addr: addr, Port: port, Scheduler: c.Scheduler,
 	}
 	if sp.AffinitySeconds > 0 {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/svclab/svclab/lab/internal/proxytest"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/version"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/ from the current output")
@@ -25,7 +26,7 @@ var (
 	web        = proxytest.Web
 )
 
-func target(n proxy.Node) proxy.Target { return proxytest.Target(n, proxy.DefaultVersion) }
+func target(n proxy.Node) proxy.Target { return proxytest.Target(n, version.Default) }
 
 // port is a ClusterIP Service port of namespace default with an unnamed port.
 func port(name string, proto corev1.Protocol, clusterIP string, p int, eps ...proxy.Endpoint) proxy.ServicePort {
@@ -173,7 +174,7 @@ func TestSchedulerAndAffinity(t *testing.T) {
 		}
 	}
 	old := target(node1)
-	old.Config.Version = proxy.Version{Major: 1, Minor: 18}
+	old.Config.Version = version.Version{Major: 1, Minor: 18}
 	if _, err := validate(old); err == nil {
 		t.Error("kube-proxy 1.18 accepted; only 1.37's IPVS mode is reproduced")
 	}
