@@ -8,6 +8,7 @@ import (
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	_ "github.com/svclab/svclab/lab/proxy/iptables"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -52,7 +53,7 @@ func BenchmarkUpDown(b *testing.B) {
 				if err := l.Down(); err != nil {
 					b.Fatal(err)
 				}
-				if left, _ := namespaces.List(NamespacePrefix + tc.t.Name + "-"); len(left) > 0 {
+				if left, _ := namespaces.List(record.NamespacePrefix + tc.t.Name + "-"); len(left) > 0 {
 					b.Fatalf("%d namespaces left after down", len(left))
 				}
 				down += time.Since(start)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -96,7 +97,7 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 	}
 	m := l.addMember(pod.Name, KindPod, pod.IP, pod.Node)
 	l.record.Members = l.memberRecords()
-	err = writeRecord(l.dir, l.record)
+	err = record.Write(l.dir, l.record)
 	l.mu.Unlock()
 	if err == nil {
 		err = namespaces.Create(m.NetNS)
@@ -174,7 +175,7 @@ func (l *Lab) removePodNetwork(pod topology.Pod, graceful bool) error {
 	l.mu.Lock()
 	delete(l.members, pod.Name)
 	l.record.Members = l.memberRecords()
-	errs = append(errs, writeRecord(l.dir, l.record))
+	errs = append(errs, record.Write(l.dir, l.record))
 	l.mu.Unlock()
 	return errors.Join(errs...)
 }

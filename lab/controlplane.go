@@ -13,6 +13,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -60,7 +61,7 @@ func (l *Lab) KubeBinary() string {
 func (l *Lab) startControlPlane(ctx context.Context) error {
 	cp := l.topo.ControlPlane
 	m := l.members[cp.Name]
-	dir := runDir(l.dir, l.ID)
+	dir := record.RunDir(l.dir, l.ID)
 	bin, err := kube.Binary(ctx, kube.Options{Path: l.opts.KubeBinary, Log: l.opts.Log})
 	if err != nil {
 		return err
@@ -94,7 +95,7 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	}
 	l.mu.Lock()
 	l.record.Kubeconfig, l.record.KubeBinary = l.cp.kubeconfig, bin
-	err = writeRecord(l.dir, l.record)
+	err = record.Write(l.dir, l.record)
 	l.mu.Unlock()
 	if err != nil {
 		return err
@@ -134,7 +135,9 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 }
 
 // logFile is where the component called name writes, in the lab's run directory.
-func (l *Lab) logFile(name string) string { return filepath.Join(runDir(l.dir, l.ID), name+".log") }
+func (l *Lab) logFile(name string) string {
+	return filepath.Join(record.RunDir(l.dir, l.ID), name+".log")
+}
 
 // addComponent records a component process, so that `svclab clean` can end it
 // should it outlive the lab's owner.
@@ -142,8 +145,8 @@ func (l *Lab) addComponent(p *kube.Process) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.components = append(l.components, p)
-	l.record.Components = append(l.record.Components, ComponentRecord{Name: p.Name, Process: ProcessOf(p.Pid())})
-	return writeRecord(l.dir, l.record)
+	l.record.Components = append(l.record.Components, record.Component{Name: p.Name, Process: record.ProcessOf(p.Pid())})
+	return record.Write(l.dir, l.record)
 }
 
 // stopFollowing stops the watch and waits until nothing syncs on its behalf, so

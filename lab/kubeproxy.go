@@ -10,6 +10,7 @@ import (
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -59,7 +60,7 @@ func (l *Lab) startKubeProxies(ctx context.Context) error {
 func (l *Lab) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, error) {
 	o := l.opts.KubeProxy
 	m := l.members[n.Name]
-	dir := runDir(l.dir, l.ID)
+	dir := record.RunDir(l.dir, l.ID)
 	cfgFile := filepath.Join(dir, "kube-proxy-"+n.Name+".yaml")
 	err := kube.WriteProxyConfig(cfgFile, kube.ProxyConfig{
 		Mode: l.mode.Name, ClusterCIDR: l.topo.ClusterCIDR, NodeName: n.Name, NodeIP: n.IP,

@@ -22,6 +22,7 @@ import (
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 	"github.com/svclab/svclab/lab/version"
@@ -52,7 +53,7 @@ type Options struct {
 	// RunID names this run (four characters of [a-z2-7]); random when empty. The CLI
 	// picks it before it starts the process that owns the lab, to name its log.
 	RunID string
-	// RecordDir is where the lab is recorded; DefaultRecordDir when empty.
+	// RecordDir is where the lab is recorded; record.DefaultDir when empty.
 	RecordDir string
 	// Parallel bounds how many namespaces are set up at once; 8 when zero.
 	Parallel int
@@ -81,7 +82,7 @@ type Lab struct {
 	mode   proxy.Mode
 	config proxy.Config
 	dir    string
-	record *Record
+	record *record.Lab
 	// cp is the control plane, nil without one; components are the processes
 	// the lab started, in order.
 	cp         *controlPlane
@@ -120,10 +121,10 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 			l = nil
 		}
 	}()
-	if err := writeRecord(l.dir, l.record); err != nil {
+	if err := record.Write(l.dir, l.record); err != nil {
 		return l, err
 	}
-	if err := os.MkdirAll(runDir(l.dir, l.ID), 0o755); err != nil {
+	if err := os.MkdirAll(record.RunDir(l.dir, l.ID), 0o755); err != nil {
 		return l, fmt.Errorf("lab %s: %w", l.ID, err)
 	}
 	start := time.Now()
@@ -171,7 +172,7 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 		servers:  map[string]*traffic.Server{},
 	}
 	if l.dir == "" {
-		l.dir = DefaultRecordDir
+		l.dir = record.DefaultDir
 	}
 	if o.Mode != "" {
 		m, err := proxy.Lookup(o.Mode)
@@ -218,7 +219,7 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	for _, p := range t.Pods {
 		l.addMember(p.Name, KindPod, p.IP, p.Node)
 	}
-	l.record = &Record{ID: l.ID, Name: t.Name, RunID: l.RunID, Source: t.Source, Mode: o.Mode, Created: time.Now(), Owner: Self(),
+	l.record = &record.Lab{ID: l.ID, Name: t.Name, RunID: l.RunID, Source: t.Source, Mode: o.Mode, Created: time.Now(), Owner: record.Self(),
 		Backend: o.Proxy.Backend, KubeProxy: o.KubeProxy != nil}
 	l.record.Members = l.memberRecords()
 	return l, nil
@@ -230,10 +231,10 @@ func (l *Lab) addMember(name, kind string, ip netip.Addr, node string) *Member {
 	return m
 }
 
-func (l *Lab) memberRecords() []MemberRecord {
-	recs := make([]MemberRecord, 0, len(l.members))
+func (l *Lab) memberRecords() []record.Member {
+	recs := make([]record.Member, 0, len(l.members))
 	for _, m := range l.members {
-		r := MemberRecord{Name: m.Name, Kind: m.Kind, NetNS: m.NetNS, Node: m.Node}
+		r := record.Member{Name: m.Name, Kind: m.Kind, NetNS: m.NetNS, Node: m.Node}
 		if m.IP.IsValid() {
 			r.IP = m.IP.String()
 		}
@@ -289,7 +290,7 @@ func (l *Lab) Down() error {
 		// Keep the record so that `svclab clean` can finish the job.
 		return fmt.Errorf("lab %s: down: %w", l.ID, err)
 	}
-	return removeRecord(l.dir, l.ID)
+	return record.Remove(l.dir, l.ID)
 }
 
 func (l *Lab) parallel() int {
@@ -315,7 +316,7 @@ func (l *Lab) Member(name string) (*Member, error) {
 }
 
 // Members lists every member, fabric first, then nodes, clients and pods.
-func (l *Lab) Members() []MemberRecord {
+func (l *Lab) Members() []record.Member {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.memberRecords()

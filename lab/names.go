@@ -5,11 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-)
 
-// NamespacePrefix starts the name of every network namespace svclab creates, so
-// `svclab clean` and a look at `ip netns list` find them all.
-const NamespacePrefix = "svclab-"
+	"github.com/svclab/svclab/lab/record"
+)
 
 // fabricMember is the reserved member name of the namespace that holds the node
 // network's bridge.
@@ -46,7 +44,7 @@ func NewRunID() string {
 
 // namespaceName is svclab-<lab>-<member>-<run>.
 func namespaceName(lab, member, run string) string {
-	return NamespacePrefix + lab + "-" + member + "-" + run
+	return record.NamespacePrefix + lab + "-" + member + "-" + run
 }
 
 // labID names a running lab: <lab>-<run>.

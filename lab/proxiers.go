@@ -6,6 +6,7 @@ import (
 
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -39,7 +40,7 @@ func (l *Lab) target(n topology.Node) proxy.Target {
 		Node:   proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR},
 		Config: l.config,
 		NetNS:  namespaces.Path(l.members[n.Name].NetNS),
-		RunDir: runDir(l.dir, l.ID),
+		RunDir: record.RunDir(l.dir, l.ID),
 	}
 }
 

@@ -18,11 +18,12 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/record"
 )
 
 // labNamespaces lists the namespaces of one run of a lab.
 func labNamespaces(name, runID string) []string {
-	all, err := namespaces.List(lab.NamespacePrefix + name + "-")
+	all, err := namespaces.List(record.NamespacePrefix + name + "-")
 	Expect(err).NotTo(HaveOccurred())
 	var mine []string
 	for _, n := range all {
@@ -34,10 +35,10 @@ func labNamespaces(name, runID string) []string {
 }
 
 // ownedBy waits for the lab record of the process pid and returns it.
-func ownedBy(pid int) *lab.Record {
-	var rec *lab.Record
+func ownedBy(pid int) *record.Lab {
+	var rec *record.Lab
 	Eventually(func() bool {
-		recs, _ := lab.Records(lab.DefaultRecordDir)
+		recs, _ := record.List(record.DefaultDir)
 		for _, r := range recs {
 			if r.Owner.PID == pid {
 				rec = r
@@ -74,11 +75,11 @@ var _ = Describe("A lab's life", Label("lifecycle"), func() {
 		l, err := lab.Up(context.Background(), shipped("httpd.yaml"), lab.Options{Mode: proxy.DefaultMode()})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(labNamespaces("httpd", l.RunID)).To(HaveLen(9), "fabric, 3 nodes, 1 client, 4 pods")
-		Expect(filepath.Join(lab.DefaultRecordDir, l.ID+".json")).To(BeAnExistingFile())
+		Expect(filepath.Join(record.DefaultDir, l.ID+".json")).To(BeAnExistingFile())
 		Expect(l.Down()).To(Succeed())
 		Expect(labNamespaces("httpd", l.RunID)).To(BeEmpty())
-		Expect(filepath.Join(lab.DefaultRecordDir, l.ID+".json")).NotTo(BeAnExistingFile())
-		Expect(filepath.Join(lab.DefaultRecordDir, l.ID)).NotTo(BeADirectory())
+		Expect(filepath.Join(record.DefaultDir, l.ID+".json")).NotTo(BeAnExistingFile())
+		Expect(filepath.Join(record.DefaultDir, l.ID)).NotTo(BeADirectory())
 	})
 
 	It("runs two labs from one file side by side", func() {
@@ -103,7 +104,7 @@ var _ = Describe("A lab's life", Label("lifecycle"), func() {
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(out).To(ContainSubstring("removed lab " + rec.ID))
 		Expect(labNamespaces("httpd", rec.RunID)).To(BeEmpty())
-		Expect(filepath.Join(lab.DefaultRecordDir, rec.ID+".json")).NotTo(BeAnExistingFile())
+		Expect(filepath.Join(record.DefaultDir, rec.ID+".json")).NotTo(BeAnExistingFile())
 	})
 
 	It("leaves nothing when `svclab up` gets Ctrl-C while building", func() {
@@ -111,9 +112,9 @@ var _ = Describe("A lab's life", Label("lifecycle"), func() {
 		session, err := gexec.Start(cmd, GinkgoWriter, GinkgoWriter)
 		Expect(err).NotTo(HaveOccurred())
 		// The record is written by the background process the command starts.
-		var rec *lab.Record
+		var rec *record.Lab
 		Eventually(func() bool {
-			recs, _ := lab.Records(lab.DefaultRecordDir)
+			recs, _ := record.List(record.DefaultDir)
 			for _, r := range recs {
 				if r.Name == "httpd" && parentOf(r.Owner.PID) == cmd.Process.Pid {
 					rec = r
@@ -128,7 +129,7 @@ var _ = Describe("A lab's life", Label("lifecycle"), func() {
 		Expect(session.Err).To(gbytes.Say("interrupted"))
 		Eventually(rec.Owner.Alive).WithTimeout(10 * time.Second).Should(BeFalse())
 		Expect(labNamespaces("httpd", rec.RunID)).To(BeEmpty())
-		Expect(filepath.Join(lab.DefaultRecordDir, rec.ID+".json")).NotTo(BeAnExistingFile())
+		Expect(filepath.Join(record.DefaultDir, rec.ID+".json")).NotTo(BeAnExistingFile())
 	})
 
 	It("serves a lab in the background after `svclab up` returns, until `svclab down`", func() {
@@ -163,7 +164,7 @@ pods:
 		Expect(err).To(HaveOccurred())
 		Expect(err.(*exec.ExitError).ExitCode()).To(Equal(2))
 		Expect(out).To(ContainSubstring(bad + ":7: pods[0].ip"))
-		Expect(namespaces.List(lab.NamespacePrefix + "badlab-")).To(BeEmpty())
+		Expect(namespaces.List(record.NamespacePrefix + "badlab-")).To(BeEmpty())
 	})
 
 	It("says what it needs when run without root, and creates nothing", func() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -38,7 +39,7 @@ follows the API server, and so does kube-proxy.`,
 			if err := lab.CheckPrivileges(); err != nil {
 				return err
 			}
-			r, err := lab.Find(lab.DefaultRecordDir, args[0])
+			r, err := record.Find(record.DefaultDir, args[0])
 			if err != nil {
 				return usage(err)
 			}
@@ -64,11 +65,11 @@ func newLogsCommand() *cobra.Command {
   svclab logs web                 # lists the logs`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			r, err := lab.Find(lab.DefaultRecordDir, args[0])
+			r, err := record.Find(record.DefaultDir, args[0])
 			if err != nil {
 				return usage(err)
 			}
-			dir := filepath.Join(lab.DefaultRecordDir, r.ID)
+			dir := filepath.Join(record.DefaultDir, r.ID)
 			logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 			if r.Kubeconfig == "" || len(logs) == 0 {
 				return usage(fmt.Errorf("lab %s runs no components (no control plane)", r.ID))

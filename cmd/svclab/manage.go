@@ -14,6 +14,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/record"
 )
 
 func newDownCommand() *cobra.Command {
@@ -25,7 +26,7 @@ func newDownCommand() *cobra.Command {
 			if err := lab.CheckPrivileges(); err != nil {
 				return err
 			}
-			r, err := lab.Find(lab.DefaultRecordDir, args[0])
+			r, err := record.Find(record.DefaultDir, args[0])
 			if err != nil {
 				return usage(err)
 			}
@@ -40,7 +41,7 @@ func newDownCommand() *cobra.Command {
 
 // stopOwner asks the lab's owner to tear it down and waits; a lab whose owner is
 // gone is cleaned here.
-func stopOwner(r *lab.Record) error {
+func stopOwner(r *record.Lab) error {
 	if r.Owner.Alive() {
 		r.Owner.Signal(syscall.SIGTERM)
 		deadline := time.Now().Add(30 * time.Second)
@@ -52,7 +53,7 @@ func stopOwner(r *lab.Record) error {
 		}
 	}
 	// The owner removes its lab when it stops; if it died first, this does.
-	_, err := lab.Remove(lab.DefaultRecordDir, r)
+	_, err := record.Teardown(record.DefaultDir, r)
 	return err
 }
 
@@ -62,7 +63,7 @@ func newLsCommand() *cobra.Command {
 		Short: "List labs",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			recs, err := lab.Records(lab.DefaultRecordDir)
+			recs, err := record.List(record.DefaultDir)
 			if err != nil {
 				return err
 			}
@@ -88,7 +89,10 @@ func newCleanCommand() *cobra.Command {
 		Short: "Remove what killed labs left behind (every svclab namespace no running lab owns)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			rep, err := lab.Clean(lab.DefaultRecordDir, all)
+			if err := lab.CheckPrivileges(); err != nil {
+				return err
+			}
+			rep, err := record.Clean(record.DefaultDir, all)
 			for _, id := range rep.Labs {
 				fmt.Printf("removed lab %s\n", id)
 			}
@@ -118,7 +122,7 @@ func newExecCommand() *cobra.Command {
 			if err := lab.CheckPrivileges(); err != nil {
 				return err
 			}
-			r, err := lab.Find(lab.DefaultRecordDir, args[0])
+			r, err := record.Find(record.DefaultDir, args[0])
 			if err != nil {
 				return usage(err)
 			}

@@ -10,6 +10,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/record"
 )
 
 func newRulesCommand() *cobra.Command {
@@ -85,7 +86,7 @@ func installedRules(out io.Writer, id, node string) error {
 	if err := lab.CheckPrivileges(); err != nil {
 		return err
 	}
-	r, err := lab.Find(lab.DefaultRecordDir, id)
+	r, err := record.Find(record.DefaultDir, id)
 	if err != nil {
 		return usage(err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -116,10 +117,10 @@ func startLab(t *topology.Topology, f labFlags) error {
 		return err
 	}
 	runID := lab.NewRunID()
-	if err := os.MkdirAll(lab.DefaultRecordDir, 0o755); err != nil {
+	if err := os.MkdirAll(record.DefaultDir, 0o755); err != nil {
 		return err
 	}
-	logPath := filepath.Join(lab.DefaultRecordDir, t.Name+"-"+runID+".log")
+	logPath := filepath.Join(record.DefaultDir, t.Name+"-"+runID+".log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return err

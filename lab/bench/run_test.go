@@ -15,6 +15,7 @@ import (
 	"github.com/svclab/svclab/lab/bench/report"
 	"github.com/svclab/svclab/lab/namespaces"
 	_ "github.com/svclab/svclab/lab/proxy/iptables" // registers mode "iptables"
+	"github.com/svclab/svclab/lab/record"
 )
 
 // rootConfig is the quick run on this kernel's iptables, in a lab whose
@@ -32,7 +33,7 @@ func rootConfig(t *testing.T) bench.Config {
 
 func leftovers(t *testing.T, name string) {
 	t.Helper()
-	left, err := namespaces.List(lab.NamespacePrefix + name + "-")
+	left, err := namespaces.List(record.NamespacePrefix + name + "-")
 	if err != nil {
 		t.Fatal(err)
 	}

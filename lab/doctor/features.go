@@ -12,9 +12,9 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/record"
 )
 
 // Feature states.
@@ -160,7 +160,7 @@ func probeKernel(ctx context.Context, privileged bool) (features []Feature, name
 		r.unprobed("not probed (not root)")
 		return r.list(), "", nil
 	}
-	name := fmt.Sprintf("%sdoctor-%08x", lab.NamespacePrefix, rand.Uint32())
+	name := fmt.Sprintf("%sdoctor-%08x", record.NamespacePrefix, rand.Uint32())
 	if err := namespaces.Create(name); err != nil {
 		r.set("netns", Missing, err.Error())
 		r.unprobed("not probed: no network namespace to try it in")

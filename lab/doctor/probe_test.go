@@ -12,6 +12,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/record"
 )
 
 // threadNamespaces returns the network namespace of every thread of this
@@ -64,14 +65,14 @@ func TestProbeKernel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("probe: %v", err)
 	}
-	if !strings.HasPrefix(ns, lab.NamespacePrefix+"doctor-") {
-		t.Fatalf("probe namespace %q, want %sdoctor-...", ns, lab.NamespacePrefix)
+	if !strings.HasPrefix(ns, record.NamespacePrefix+"doctor-") {
+		t.Fatalf("probe namespace %q, want %sdoctor-...", ns, record.NamespacePrefix)
 	}
 	if namespaces.Exists(ns) {
 		t.Errorf("the probe left its namespace %s behind", ns)
 		namespaces.Delete(ns)
 	}
-	left, err := namespaces.List(lab.NamespacePrefix + "doctor-")
+	left, err := namespaces.List(record.NamespacePrefix + "doctor-")
 	if err != nil {
 		t.Fatal(err)
 	}

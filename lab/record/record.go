@@ -1,4 +1,7 @@
-package lab
+// Package record keeps what a lab is made of on disk, written before anything is
+// created, so that `svclab down` and `svclab clean` find it after its process was
+// killed: the lab's namespaces, the processes it started, its owner.
+package record
 
 import (
 	"encoding/json"
@@ -14,12 +17,12 @@ import (
 	"time"
 )
 
-// DefaultRecordDir is where labs are recorded, so that `svclab down` and `svclab
+// DefaultDir is where labs are recorded, so that `svclab down` and `svclab
 // clean` find what a lab created even after its process was killed with SIGKILL.
-const DefaultRecordDir = "/run/svclab"
+const DefaultDir = "/run/svclab"
 
-// Record is what a lab writes about itself before it creates anything.
-type Record struct {
+// Lab is what a lab writes about itself before it creates anything.
+type Lab struct {
 	ID     string `json:"id"`
 	Name   string `json:"name"`
 	RunID  string `json:"runID"`
@@ -36,22 +39,22 @@ type Record struct {
 	Created    time.Time `json:"created"`
 	// Owner is the process that holds the lab: it serves the pods and tears the lab
 	// down. A lab whose owner is gone is a leftover.
-	Owner   Process        `json:"owner"`
-	Members []MemberRecord `json:"members"`
+	Owner   Process  `json:"owner"`
+	Members []Member `json:"members"`
 	// Components are the processes the lab runs in its namespaces (the API
 	// server, kube-proxy, ...). They die with the owner; `svclab clean` ends any
 	// that outlived it, by pid and start time.
-	Components []ComponentRecord `json:"components,omitempty"`
+	Components []Component `json:"components,omitempty"`
 }
 
-// ComponentRecord is one component process of a lab.
-type ComponentRecord struct {
+// Component is one component process of a lab.
+type Component struct {
 	Name    string  `json:"name"`
 	Process Process `json:"process"`
 }
 
-// MemberRecord is one namespace of a lab.
-type MemberRecord struct {
+// Member is one namespace of a lab.
+type Member struct {
 	Name  string `json:"name"`
 	Kind  string `json:"kind"`
 	NetNS string `json:"netns"`
@@ -125,21 +128,21 @@ func readStat(pid int) (procStat, error) {
 }
 
 // Member returns the record of the member called name.
-func (r *Record) Member(name string) (MemberRecord, bool) {
+func (r *Lab) Member(name string) (Member, bool) {
 	for _, m := range r.Members {
 		if m.Name == name {
 			return m, true
 		}
 	}
-	return MemberRecord{}, false
+	return Member{}, false
 }
 
-func recordPath(dir, id string) string { return filepath.Join(dir, id+".json") }
+func file(dir, id string) string { return filepath.Join(dir, id+".json") }
 
-// runDir is the lab's private directory for lock and state files.
-func runDir(dir, id string) string { return filepath.Join(dir, id) }
+// RunDir is the lab's private directory for lock and state files.
+func RunDir(dir, id string) string { return filepath.Join(dir, id) }
 
-func writeRecord(dir string, r *Record) error {
+func Write(dir string, r *Lab) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("record lab %s: %w", r.ID, err)
 	}
@@ -147,18 +150,18 @@ func writeRecord(dir string, r *Record) error {
 	if err != nil {
 		return err
 	}
-	tmp := recordPath(dir, r.ID) + ".tmp"
+	tmp := file(dir, r.ID) + ".tmp"
 	if err := os.WriteFile(tmp, b, 0o644); err != nil {
 		return fmt.Errorf("record lab %s: %w", r.ID, err)
 	}
-	if err := os.Rename(tmp, recordPath(dir, r.ID)); err != nil {
+	if err := os.Rename(tmp, file(dir, r.ID)); err != nil {
 		return fmt.Errorf("record lab %s: %w", r.ID, err)
 	}
 	return nil
 }
 
-func removeRecord(dir, id string) error {
-	err := os.Remove(recordPath(dir, id))
+func Remove(dir, id string) error {
+	err := os.Remove(file(dir, id))
 	if errors.Is(err, fs.ErrNotExist) {
 		err = nil
 	}
@@ -167,22 +170,22 @@ func removeRecord(dir, id string) error {
 	if errors.Is(logErr, fs.ErrNotExist) {
 		logErr = nil
 	}
-	return errors.Join(err, logErr, os.RemoveAll(runDir(dir, id)))
+	return errors.Join(err, logErr, os.RemoveAll(RunDir(dir, id)))
 }
 
-// Records lists the recorded labs, oldest first.
-func Records(dir string) ([]*Record, error) {
+// List lists the recorded labs, oldest first.
+func List(dir string) ([]*Lab, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, err
 	}
-	var recs []*Record
+	var recs []*Lab
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			continue
 		}
-		var r Record
+		var r Lab
 		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("lab record %s: %w", p, err)
 		}
@@ -194,12 +197,12 @@ func Records(dir string) ([]*Record, error) {
 
 // Find returns the recorded lab called ref: a lab ID (web-k3f9), or a lab name when
 // exactly one lab has it.
-func Find(dir, ref string) (*Record, error) {
-	recs, err := Records(dir)
+func Find(dir, ref string) (*Lab, error) {
+	recs, err := List(dir)
 	if err != nil {
 		return nil, err
 	}
-	var byName []*Record
+	var byName []*Lab
 	for _, r := range recs {
 		if r.ID == ref {
 			return r, nil
@@ -210,7 +213,7 @@ func Find(dir, ref string) (*Record, error) {
 	}
 	// A name that a running lab and leftovers share means the running one.
 	if len(byName) > 1 {
-		var alive []*Record
+		var alive []*Lab
 		for _, r := range byName {
 			if r.Owner.Alive() {
 				alive = append(alive, r)

@@ -1,4 +1,4 @@
-package lab
+package record
 
 import (
 	"errors"
@@ -11,6 +11,10 @@ import (
 
 	"github.com/svclab/svclab/lab/namespaces"
 )
+
+// NamespacePrefix starts the name of every network namespace svclab creates, so
+// Clean and a look at `ip netns list` find them all.
+const NamespacePrefix = "svclab-"
 
 // CleanReport says what Clean removed and what it left running.
 type CleanReport struct {
@@ -25,13 +29,10 @@ type CleanReport struct {
 // SIGKILL if they do not end within five seconds), then their namespaces go.
 func Clean(dir string, all bool) (CleanReport, error) {
 	if dir == "" {
-		dir = DefaultRecordDir
+		dir = DefaultDir
 	}
 	var rep CleanReport
-	if err := CheckPrivileges(); err != nil {
-		return rep, err
-	}
-	recs, err := Records(dir)
+	recs, err := List(dir)
 	if err != nil {
 		return rep, err
 	}
@@ -48,7 +49,7 @@ func Clean(dir string, all bool) (CleanReport, error) {
 			}
 			stop(r.Owner)
 		}
-		removed, err := Remove(dir, r)
+		removed, err := Teardown(dir, r)
 		rep.Namespaces = append(rep.Namespaces, removed...)
 		errs = append(errs, err)
 		rep.Labs = append(rep.Labs, r.ID)
@@ -109,9 +110,9 @@ func removeStrayDirs(dir string, running []string) error {
 	return nil
 }
 
-// Remove deletes a recorded lab's namespaces and its record, for a lab whose owner
+// Teardown deletes a recorded lab's namespaces and its record, for a lab whose owner
 // is gone. It returns the namespaces it deleted.
-func Remove(dir string, r *Record) ([]string, error) {
+func Teardown(dir string, r *Lab) ([]string, error) {
 	var removed []string
 	var errs []error
 	for _, c := range r.Components {
@@ -133,5 +134,5 @@ func Remove(dir string, r *Record) ([]string, error) {
 	if len(errs) > 0 {
 		return removed, errors.Join(errs...)
 	}
-	return removed, removeRecord(dir, r.ID)
+	return removed, Remove(dir, r.ID)
 }

@@ -1,4 +1,4 @@
-package lab
+package record
 
 import (
 	"os/exec"
