@@ -89,14 +89,29 @@ func TestComponents(t *testing.T) {
 		t.Error(err)
 	}
 
-	for _, v := range []struct{ mode, backend string }{{"nftables", ""}, {"iptables", "nft"}, {"iptables", "legacy"}} {
+	// A kube-proxy of the user's is run without the subcommand word: a link named
+	// kube-proxy to the component binary stands in for one (and shows the
+	// binary dispatching on its name).
+	userProxy := filepath.Join(c.dir, "bin", "kube-proxy")
+	if err := os.MkdirAll(filepath.Dir(userProxy), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(c.bin, userProxy); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []struct{ mode, backend, user string }{
+		{"nftables", "", ""}, {"iptables", "nft", ""}, {"iptables", "legacy", ""}, {"nftables", "", userProxy},
+	} {
 		name := v.mode
 		if v.backend != "" {
 			name += "-" + v.backend
 		}
+		if v.user != "" {
+			name += "-user-binary"
+		}
 		t.Run(name, func(t *testing.T) {
 			other := otherBackend(t, c.node, v.backend)
-			p, ready := startProxy(t, c, v.mode, v.backend, 0)
+			p, ready := startProxyBinary(t, c, v.mode, v.backend, 0, v.user)
 			t.Logf("kube-proxy %s: first sync %s after exec, %s", name, ready.Round(time.Millisecond), memory(p))
 			var rules string
 			if _, err := eventually(30*time.Second, func() error {
@@ -180,8 +195,17 @@ func TestComponents(t *testing.T) {
 // startProxy writes a node's configuration and starts kube-proxy, stopped when
 // the (sub)test ends; it returns once the first sync is done.
 func startProxy(tb testing.TB, c *cluster, mode, backend string, minSync time.Duration) (*Process, time.Duration) {
+	return startProxyBinary(tb, c, mode, backend, minSync, "")
+}
+
+// startProxyBinary is startProxy with a kube-proxy of the user's (empty: the
+// component binary's).
+func startProxyBinary(tb testing.TB, c *cluster, mode, backend string, minSync time.Duration, user string) (*Process, time.Duration) {
 	tb.Helper()
 	tag := strings.TrimSuffix(mode+"-"+backend, "-")
+	if user != "" {
+		tag += "-user"
+	}
 	cfg := filepath.Join(c.dir, "kube-proxy-"+tag+".yaml")
 	if err := WriteProxyConfig(cfg, ProxyConfig{
 		Mode: mode, ClusterCIDR: clusterCIDR, NodeName: "node-1", NodeIP: nodeAddr,
@@ -190,7 +214,7 @@ func startProxy(tb testing.TB, c *cluster, mode, backend string, minSync time.Du
 		tb.Fatal(err)
 	}
 	p, err := StartProxy(c.bin, ProxyProcessConfig{
-		Name: "kube-proxy " + tag, Netns: c.node, ConfigFile: cfg, IPTablesBackend: backend,
+		Name: "kube-proxy " + tag, Netns: c.node, ConfigFile: cfg, IPTablesBackend: backend, Binary: user,
 		RunDir: c.dir, LogFile: filepath.Join(c.dir, "kube-proxy-"+tag+".log"),
 	})
 	if err != nil {
