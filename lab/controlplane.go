@@ -33,6 +33,12 @@ type controlPlane struct {
 	stopWatch  context.CancelFunc
 	// following is closed when the goroutine following the API server ends.
 	following chan struct{}
+	// proxiesStarted receives the outcome of starting the real kube-proxies,
+	// which runs beside the rest of the control plane's start; proxiesDone is
+	// closed when that is over, and cancelStart stops it.
+	proxiesStarted chan error
+	proxiesDone    chan struct{}
+	cancelStart    context.CancelFunc
 	// changed is signalled (without blocking) on every change the watch sees.
 	changed chan struct{}
 }
@@ -100,6 +106,29 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ca, err := os.ReadFile(pki.CACert)
+	if err != nil {
+		return err
+	}
+	l.cp.client, err = cluster.New(cluster.Config{Server: l.cp.api.URL(), CA: ca, Token: pki.AdminToken, Dial: traffic.Dialer(m.NetNS)})
+	if err != nil {
+		return err
+	}
+	// kube-proxy needs its Node (its address) and nothing else to start; its
+	// first sync takes seconds, which the rest of the lab's objects need not
+	// wait for.
+	if err := l.writeNodes(ctx); err != nil {
+		return err
+	}
+	if l.opts.KubeProxy != nil {
+		startCtx, cancel := context.WithCancel(ctx)
+		l.cp.cancelStart = cancel
+		l.cp.proxiesStarted, l.cp.proxiesDone = make(chan error, 1), make(chan struct{})
+		go func() {
+			defer close(l.cp.proxiesDone)
+			l.cp.proxiesStarted <- l.startKubeProxies(startCtx)
+		}()
+	}
 	kcm, err := kube.StartControllerManager(bin, kube.ControllerManagerConfig{
 		Netns: m.NetNS, Kubeconfig: l.cp.kubeconfig, LogFile: l.logFile("kube-controller-manager"),
 	})
@@ -107,14 +136,6 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	if err := l.addComponent(kcm); err != nil {
-		return err
-	}
-	ca, err := os.ReadFile(pki.CACert)
-	if err != nil {
-		return err
-	}
-	l.cp.client, err = cluster.New(cluster.Config{Server: l.cp.api.URL(), CA: ca, Token: pki.AdminToken, Dial: traffic.Dialer(m.NetNS)})
-	if err != nil {
 		return err
 	}
 	l.cp.watchCtx, l.cp.stopWatch = context.WithCancel(context.Background())
@@ -150,9 +171,17 @@ func (l *Lab) addComponent(p *kube.Process) error {
 }
 
 // stopFollowing stops the watch and waits until nothing syncs on its behalf, so
-// that the proxiers can close.
+// that the proxiers can close; and stops and waits for the start of the
+// kube-proxies, so that every process started is known to stopComponents.
 func (l *Lab) stopFollowing() {
-	if l.cp == nil || l.cp.stopWatch == nil {
+	if l.cp == nil {
+		return
+	}
+	if l.cp.proxiesDone != nil {
+		l.cp.cancelStart()
+		<-l.cp.proxiesDone
+	}
+	if l.cp.stopWatch == nil {
 		return
 	}
 	l.cp.stopWatch()
@@ -172,14 +201,32 @@ func (l *Lab) stopComponents() error {
 	return errors.Join(errs...)
 }
 
-// applyTopology writes the topology into the API server as a cluster would hold
-// it: its namespaces, its Nodes and Pods with the status a kubelet reports, its
-// Services as declared (the API server allocates what they leave out, and the
-// topology takes those allocations), and the user's EndpointSlices.
+// writeNodes writes the lab's Nodes with the status a kubelet reports.
+func (l *Lab) writeNodes(ctx context.Context) error {
+	c := l.cp.client
+	now := time.Now()
+	for _, n := range l.topo.Nodes {
+		node := cluster.Node(n, now)
+		status := node.Status
+		if err := c.Create(ctx, cluster.Nodes, node); err != nil {
+			return err
+		}
+		node.Status = status
+		if err := c.UpdateStatus(ctx, cluster.Nodes, node); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyTopology writes the rest of the topology into the API server as a cluster
+// would hold it (the Nodes are there): its namespaces, its Pods with the status a
+// kubelet reports, its Services as declared (the API server allocates what they
+// leave out, and the topology takes those allocations), and the user's
+// EndpointSlices.
 func (l *Lab) applyTopology(ctx context.Context) error {
 	c := l.cp.client
 	t := l.topo
-	now := time.Now()
 	for _, ns := range cluster.NamespacesOf(t) {
 		if err := c.Ensure(ctx, cluster.Namespaces, ns); err != nil {
 			return err
@@ -190,17 +237,6 @@ func (l *Lab) applyTopology(ctx context.Context) error {
 	for _, ns := range append([]string{metav1.NamespaceDefault}, namespaceNames(cluster.NamespacesOf(t))...) {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
 		if err := c.Ensure(ctx, cluster.ServiceAccounts, sa); err != nil {
-			return err
-		}
-	}
-	for _, n := range t.Nodes {
-		node := cluster.Node(n, now)
-		status := node.Status
-		if err := c.Create(ctx, cluster.Nodes, node); err != nil {
-			return err
-		}
-		node.Status = status
-		if err := c.UpdateStatus(ctx, cluster.Nodes, node); err != nil {
 			return err
 		}
 	}

@@ -14,7 +14,8 @@ import (
 // svclab's own with its health check servers, or the real kube-proxy.
 func (l *Lab) startProxiers(ctx context.Context) error {
 	if l.opts.KubeProxy != nil {
-		if err := l.startKubeProxies(ctx); err != nil {
+		// Started with the control plane (startControlPlane).
+		if err := <-l.cp.proxiesStarted; err != nil {
 			return err
 		}
 		return l.Sync(ctx)
