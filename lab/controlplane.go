@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -190,16 +191,28 @@ func (l *Lab) stopFollowing() {
 	}
 }
 
-// stopComponents stops every component process, the last started first.
+// stopComponents stops every component process.
 func (l *Lab) stopComponents() error {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*kube.DefaultStopGrace)
+	// The lab goes with them, so nothing they would flush on the way out is
+	// kept: a short grace, all at once.
+	ctx, cancel := context.WithTimeout(context.Background(), componentStopGrace)
 	defer cancel()
-	var errs []error
-	for i := len(l.components) - 1; i >= 0; i-- {
-		errs = append(errs, l.components[i].Stop(ctx))
+	errs := make([]error, len(l.components))
+	var wg sync.WaitGroup
+	for i, p := range l.components {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = p.Stop(ctx)
+		}()
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
+
+// componentStopGrace is how long a component may take to end after SIGTERM
+// when its lab goes down, before SIGKILL.
+const componentStopGrace = time.Second
 
 // writeNodes writes the lab's Nodes with the status a kubelet reports.
 func (l *Lab) writeNodes(ctx context.Context) error {

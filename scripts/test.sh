@@ -33,6 +33,11 @@ trap 'go run ./cmd/svclab clean >/dev/null 2>&1 || true' EXIT
 step "sources only: no tracked binary, nothing over 1 MB outside docs/bench/"
 go run ./scripts/ci/checksources
 
+step "the Kubernetes components (svclab-kube: built once from components/, cached in /var/cache/svclab/kube)"
+t0=$SECONDS
+go run ./cmd/svclab kube-binary
+echo "components ready in $((SECONDS - t0)) s"
+
 step "go vet and Go tests"
 go vet ./...
 go test -count=1 -timeout 20m ./lab/... ./vm/... ./cmd/... ./scripts/...

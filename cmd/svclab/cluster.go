@@ -97,3 +97,28 @@ func newLogsCommand() *cobra.Command {
 		},
 	}
 }
+
+func newKubeBinaryCommand() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "kube-binary",
+		Short: "Print the path of the Kubernetes components' binary, building it from components/ on first use",
+		Long: `svclab runs kube-apiserver, kube-controller-manager, kube-proxy, kubectl and CoreDNS
+from one binary, svclab-kube, built from this repository's components/ module (the
+upstream code at one pinned release) on first use and cached under
+/var/cache/svclab/kube, keyed by the release and the sources. This builds it now
+(several minutes and about 3 GB of memory the first time; progress on stderr) and
+prints its path.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			bin, err := kube.Binary(cmd.Context(), kube.Options{Path: path, Log: os.Stderr})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), bin)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&path, "kube-binary", "", "check this binary instead")
+	return cmd
+}
