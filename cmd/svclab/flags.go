@@ -139,11 +139,11 @@ func (f *labFlags) options() (lab.Options, error) {
 func shorthands(f *labFlags) map[string]any {
 	m := map[string]any{}
 	if f.masqueradeAll {
-		m["iptables"] = map[string]any{"masqueradeAll": true}
-		m["nftables"] = map[string]any{"masqueradeAll": true}
+		m[proxy.SectionIPTables] = map[string]any{"masqueradeAll": true}
+		m[proxy.SectionNFTables] = map[string]any{"masqueradeAll": true}
 	}
 	if f.scheduler != "" {
-		m["ipvs"] = map[string]any{"scheduler": f.scheduler}
+		m[proxy.SectionIPVS] = map[string]any{"scheduler": f.scheduler}
 	}
 	return m
 }

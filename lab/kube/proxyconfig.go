@@ -16,6 +16,8 @@ import (
 	"go.yaml.in/yaml/v3"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	strictjson "sigs.k8s.io/json"
+
+	"github.com/svclab/svclab/lab/proxy"
 )
 
 // Kube-proxy's ports, bound on the node's address inside the node's namespace
@@ -29,9 +31,6 @@ const (
 	proxyAPIVersion = "kubeproxy.config.k8s.io/v1alpha1"
 	proxyKind       = "KubeProxyConfiguration"
 )
-
-// ProxyModes are the modes kube-proxy runs in a lab.
-var ProxyModes = []string{"iptables", "nftables", "ipvs"}
 
 // ProxyConfig is what a lab decides in a node's KubeProxyConfiguration; every other
 // field keeps kube-proxy's default unless the user's fragment sets it.
@@ -226,8 +225,8 @@ func blame(fields map[string]any) string {
 // with c.Fragment merged over them (maps key by key, any other value replaces,
 // null removes the field so kube-proxy's default applies).
 func ProxyConfigYAML(c ProxyConfig) ([]byte, error) {
-	if !validMode(c.Mode) {
-		return nil, fmt.Errorf("kube-proxy mode %q: want one of %s", c.Mode, strings.Join(ProxyModes, ", "))
+	if _, err := proxy.Lookup(c.Mode); err != nil {
+		return nil, fmt.Errorf("kube-proxy: %w", err)
 	}
 	section := map[string]any{}
 	if c.MinSyncPeriod > 0 {
@@ -277,15 +276,6 @@ func WriteProxyConfig(path string, c ProxyConfig) error {
 		return fmt.Errorf("kube-proxy configuration: %w", err)
 	}
 	return nil
-}
-
-func validMode(m string) bool {
-	for _, v := range ProxyModes {
-		if m == v {
-			return true
-		}
-	}
-	return false
 }
 
 // merge applies patch to dst as a JSON merge patch (RFC 7386) does.
