@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/svclab/svclab/internal/cachedir"
 )
 
 // A KVM guest that works prints its first kernel line well within a second and
@@ -98,7 +100,7 @@ func saveVerdict(cacheDir string, v Verdict) error {
 	if err != nil {
 		return err
 	}
-	return writeFileAtomic(p, append(b, '\n'))
+	return cachedir.WriteAtomic(p, append(b, '\n'))
 }
 
 // kvmFailure says in one line why a KVM boot ended before /init: the watch limit

@@ -14,6 +14,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/svclab/svclab/internal/cachedir"
 )
 
 //go:embed guest/init.sh
@@ -228,11 +230,11 @@ func ensureBaseImage(ctx context.Context, k Kernel, cacheDir string, extraTools 
 	}
 	img := baseImage{Path: filepath.Join(cacheDir, "image", hash+".cpio"), Hash: hash}
 	if _, err := os.Stat(img.Path); err == nil {
-		touch(img.Path)
+		cachedir.Touch(img.Path)
 		lg.printf("guest image %s (cached)", hash)
 		return img, nil
 	}
-	unlock, err := lockCache(cacheDir)
+	unlock, err := cachedir.Lock(ctx, cacheDir, func() { lg.printf("another svclab is filling the cache %s; waiting for it", cacheDir) })
 	if err != nil {
 		return baseImage{}, err
 	}
@@ -247,7 +249,7 @@ func ensureBaseImage(ctx context.Context, k Kernel, cacheDir string, extraTools 
 		return baseImage{}, fmt.Errorf("guest image %s: %w", hash, err)
 	}
 	lg.printf("guest image %s built in %.1fs (%.1f MB, %d modules)", hash, time.Since(start).Seconds(), float64(size)/1e6, nmods)
-	pruneCache(filepath.Dir(img.Path), "*.cpio", "", img.Path, lg)
+	cachedir.Prune(filepath.Dir(img.Path), "*.cpio", "", img.Path, lg.removed)
 	return img, nil
 }
 

@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/svclab/svclab/internal/cachedir"
 )
 
 // Kernel is a Debian distribution kernel cached for guests.
@@ -74,11 +76,11 @@ func EnsureKernel(ctx context.Context, cacheDir string, log io.Writer) (Kernel, 
 	}
 	dir := filepath.Join(cacheDir, "kernel", pkg+"_"+version)
 	if k, err := loadKernel(dir); err == nil {
-		touch(filepath.Join(dir, "kernel.json"))
+		cachedir.Touch(filepath.Join(dir, "kernel.json"))
 		lg.printf("kernel %s (cached)", k)
 		return k, nil
 	}
-	unlock, err := lockCache(cacheDir)
+	unlock, err := cachedir.Lock(ctx, cacheDir, func() { lg.printf("another svclab is filling the cache %s; waiting for it", cacheDir) })
 	if err != nil {
 		return Kernel{}, err
 	}
@@ -92,7 +94,7 @@ func EnsureKernel(ctx context.Context, cacheDir string, log io.Writer) (Kernel, 
 	if err != nil {
 		return Kernel{}, fmt.Errorf("kernel %s %s: %w", pkg, version, err)
 	}
-	pruneCache(filepath.Dir(dir), "linux-image-*", "kernel.json", dir, lg)
+	cachedir.Prune(filepath.Dir(dir), "linux-image-*", "kernel.json", dir, lg.removed)
 	lg.printf("kernel %s (downloaded)", k)
 	return k, nil
 }
@@ -113,7 +115,7 @@ func resolveKernelPackage(ctx context.Context, cacheDir string) (pkg, version st
 	}
 	r = resolved{Package: pkg, Version: version, Lists: aptListsStamp()}
 	if b, err := json.Marshal(r); err == nil && os.MkdirAll(filepath.Dir(memo), 0o755) == nil {
-		writeFileAtomic(memo, b)
+		cachedir.WriteAtomic(memo, b)
 	}
 	return pkg, version, nil
 }

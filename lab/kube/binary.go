@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/svclab/svclab/internal/cachedir"
 )
 
 // Version is the Kubernetes release the components module (components/go.mod) pins;
@@ -75,7 +77,7 @@ func Binary(ctx context.Context, o Options) (string, error) {
 		// run built for this version.
 		if cached := newestCached(cacheDir); cached != "" {
 			lg.printf("no source tree (%v); using the cached %s", srcErr, cached)
-			touch(cached)
+			cachedir.Touch(cached)
 			return cached, nil
 		}
 		return "", fmt.Errorf("the Kubernetes components (%s) are not built yet and %w; or give a built svclab-kube with --kube-binary PATH or $%s", Version, srcErr, BinaryEnv)
@@ -86,7 +88,7 @@ func Binary(ctx context.Context, o Options) (string, error) {
 	}
 	bin := filepath.Join(cacheDir, cachedName(key))
 	if _, err := os.Stat(bin); err == nil {
-		touch(bin)
+		cachedir.Touch(bin)
 		return bin, nil
 	}
 	unlock, err := lockDir(ctx, cacheDir, lg)
@@ -96,7 +98,7 @@ func Binary(ctx context.Context, o Options) (string, error) {
 	defer unlock()
 	// Another run may have built it while this one waited for the lock.
 	if _, err := os.Stat(bin); err == nil {
-		touch(bin)
+		cachedir.Touch(bin)
 		return bin, nil
 	}
 	if err := build(ctx, src, bin, lg); err != nil {
@@ -142,33 +144,13 @@ func modTime(p string) time.Time {
 	return fi.ModTime()
 }
 
-// touch marks a cached binary as used now, so pruning keeps it.
-func touch(p string) {
-	now := time.Now()
-	os.Chtimes(p, now, now)
-}
-
-// staleAfter is how long a cached binary may go unused before a build removes it:
-// each is about 130 MB, and every change to the components' sources makes a new one.
-const staleAfter = 7 * 24 * time.Hour
-
-// prune removes cached binaries other than keep that were unused for staleAfter,
-// and leftovers of builds that died. The caller holds the cache lock.
+// prune removes cached binaries other than keep that were unused for a week
+// (each is about 150 MB, and every change to the components' sources makes a
+// new one), and leftovers of builds that died. The caller holds the cache lock.
 func prune(cacheDir, keep string, lg logger) {
-	leftovers, _ := filepath.Glob(filepath.Join(cacheDir, ".build-*"))
-	for _, p := range leftovers {
-		os.Remove(p)
-	}
-	all, _ := filepath.Glob(filepath.Join(cacheDir, "svclab-kube-*"))
-	for _, p := range all {
-		unused := time.Since(modTime(p))
-		if p == keep || unused < staleAfter {
-			continue
-		}
-		if err := os.Remove(p); err == nil {
-			lg.printf("removed %s, unused for %s", p, unused.Round(time.Hour))
-		}
-	}
+	cachedir.Prune(cacheDir, "svclab-kube-*", "", keep, func(p string, unused time.Duration) {
+		lg.printf("removed %s, unused for %s", p, unused.Round(time.Hour))
+	})
 }
 
 // logger writes one-line progress messages; a nil writer drops them.

@@ -3,7 +3,6 @@ package kube
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/svclab/svclab/internal/cachedir"
 )
 
 // heartbeat is how often a build says it is still going.
@@ -125,40 +124,10 @@ func findGo() (string, error) {
 	return "", fmt.Errorf("building the Kubernetes components (%s) needs Go, and no go command is on PATH or at %s: install Go (scripts/setup.sh), or give a built svclab-kube with --kube-binary PATH or $%s", Version, installed, BinaryEnv)
 }
 
-// lockDir takes an exclusive lock on dir (creating it), so that two runs do not
-// build the same binary at once; a run that has to wait says so and polls, so ctx
-// still ends the wait. Readers of finished binaries need no lock: they appear by
-// rename.
+// lockDir takes the cache's lock, so that two runs do not build the same binary
+// at once; a run that has to wait says so.
 func lockDir(ctx context.Context, dir string, lg logger) (unlock func(), err error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, fmt.Errorf("cache %s: %w", dir, err)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("cache %s: %w", dir, err)
-	}
-	for said := false; ; {
-		err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
-			f.Close()
-			return nil, fmt.Errorf("cache %s: lock: %w", dir, err)
-		}
-		if !said {
-			lg.printf("another svclab is building the Kubernetes components into %s; waiting for it", dir)
-			said = true
-		}
-		select {
-		case <-ctx.Done():
-			f.Close()
-			return nil, fmt.Errorf("cache %s: waiting for the lock: %w", dir, ctx.Err())
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
-	return func() {
-		unix.Flock(int(f.Fd()), unix.LOCK_UN)
-		f.Close()
-	}, nil
+	return cachedir.Lock(ctx, dir, func() {
+		lg.printf("another svclab is building the Kubernetes components into %s; waiting for it", dir)
+	})
 }
