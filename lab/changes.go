@@ -18,6 +18,16 @@ import (
 func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) error) error {
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
+	if err := l.mutate(ctx, mutate); err != nil {
+		return err
+	}
+	return l.Sync(ctx)
+}
+
+// mutate applies a mutation to the topology, leaving it as it was when the
+// mutation fails, and with a control plane writes the pods that changed into the
+// API server. The caller holds changeMu.
+func (l *Lab) mutate(ctx context.Context, mutate func(t *topology.Topology) error) error {
 	l.mu.Lock()
 	before := l.topo
 	next := l.topo.Clone()
@@ -26,15 +36,10 @@ func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) erro
 		l.topo = next
 	}
 	l.mu.Unlock()
-	if err != nil {
+	if err != nil || l.cp == nil {
 		return err
 	}
-	if l.cp != nil {
-		if err := l.publishPods(ctx, before, next); err != nil {
-			return err
-		}
-	}
-	return l.Sync(ctx)
+	return l.publishPods(ctx, before, next)
 }
 
 // changeServices checks a change of the Services against the topology, then,
@@ -128,20 +133,13 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 func (l *Lab) DeletePod(ctx context.Context, key string, graceful bool) error {
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	l.mu.Lock()
-	next := l.topo.Clone()
-	pod, err := next.RemovePod(key)
-	if err == nil {
-		l.topo = next
-	}
-	l.mu.Unlock()
+	var pod topology.Pod
+	err := l.mutate(ctx, func(t *topology.Topology) (err error) {
+		pod, err = t.RemovePod(key)
+		return err
+	})
 	if err != nil {
 		return err
-	}
-	if l.cp != nil {
-		if err := l.cp.client.Delete(ctx, cluster.Pods, pod.Namespace, pod.Name, new(int64)); err != nil {
-			return err
-		}
 	}
 	return errors.Join(l.Sync(ctx), l.removePodNetwork(pod, graceful))
 }

@@ -9,7 +9,6 @@ import (
 	"text/template"
 	"time"
 
-	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -150,16 +149,11 @@ func WaitCoreDNS(ctx context.Context, p *Process, domain string) (time.Duration,
 // checks use full names with the dot. (Its errors name the host's nameserver,
 // where it believes it sent the query.)
 func Resolver(netns, server string) *net.Resolver {
+	dial := traffic.Dialer(netns)
 	return &net.Resolver{
 		PreferGo: true,
 		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			var conn net.Conn
-			err := namespaces.Do(netns, func() error {
-				var err error
-				conn, err = (&net.Dialer{}).DialContext(ctx, network, server)
-				return err
-			})
-			return conn, err
+			return dial(ctx, network, server)
 		},
 	}
 }
