@@ -81,6 +81,7 @@ type Lab struct {
 	servers  map[string]*traffic.Server
 	ports    []proxy.ServicePort
 	down     bool
+	lbs      loadBalancing
 }
 
 // Up builds the lab described by t and returns it running. On any error, on ctx's
@@ -118,6 +119,9 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.startProxiers(ctx); err != nil {
 			return l, err
 		}
+	}
+	if err := l.startLoadBalancers(); err != nil {
+		return l, err
 	}
 	if !o.NoServers {
 		if err := l.startServers(ctx, l.topo.Pods); err != nil {
@@ -171,6 +175,9 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	for _, c := range t.Clients {
 		l.addMember(c.Name, KindClient, c.IP, "")
 	}
+	for _, lb := range t.LoadBalancers {
+		l.addMember(lb.Name, KindLoadBalancer, lb.IP, "")
+	}
 	for _, p := range t.Pods {
 		l.addMember(p.Name, KindPod, p.IP, p.Node)
 	}
@@ -204,7 +211,7 @@ func (l *Lab) memberRecords() []MemberRecord {
 }
 
 // kindOrder lists members the way `svclab up` prints them.
-var kindOrder = map[string]int{KindFabric: 0, KindControlPlane: 1, KindNode: 2, KindClient: 3, KindPod: 4}
+var kindOrder = map[string]int{KindFabric: 0, KindControlPlane: 1, KindLoadBalancer: 2, KindNode: 3, KindClient: 4, KindPod: 5}
 
 func (l *Lab) logf(format string, args ...any) {
 	if l.opts.Log != nil {
@@ -215,6 +222,8 @@ func (l *Lab) logf(format string, args ...any) {
 // Down stops the servers and removes every namespace of the lab and its record. It
 // may be called more than once.
 func (l *Lab) Down() error {
+	// The balancers first, outside mu: they take it to look the lab up.
+	lbErr := l.stopLoadBalancers()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down {
@@ -227,7 +236,7 @@ func (l *Lab) Down() error {
 	for _, h := range l.health {
 		h.Close()
 	}
-	var errs []error
+	errs := []error{lbErr}
 	for _, p := range l.proxiers {
 		errs = append(errs, p.Close())
 	}

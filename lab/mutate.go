@@ -77,7 +77,7 @@ func (l *Lab) Sync(ctx context.Context) error {
 	l.mu.Lock()
 	l.ports = state.Ports
 	l.mu.Unlock()
-	return nil
+	return l.syncLoadBalancers(ctx)
 }
 
 // change applies a mutation of the topology and re-programs the nodes. The
