@@ -28,15 +28,29 @@ import (
 
 // loadBalancerSysctls make a load balancer a router that hashes each flow onto
 // one of the next hops by its 5-tuple, so that two connections of one client
-// may go to different nodes. It sends no ICMP redirects: forwarding out of the
-// interface a packet came in by, it would otherwise tell each client to send
-// to the node directly, and the client's next packets would bypass it.
-var loadBalancerSysctls = append(noIPv6[:len(noIPv6):len(noIPv6)],
+// may go to different nodes and every packet of one goes to the same node.
+// The hash is of the packet's own fields (policy 3, fields 0x37: addresses,
+// protocol, ports), not policy 1: that one takes the hash a packet carries when
+// it has one, and a packet from a lab client keeps across the veth the hash of
+// its socket, which TCP draws anew for every SYN it sends again, so one
+// connection's SYNs would go to different nodes (a real router hashes a NIC's
+// RSS hash, a function of the 5-tuple). It sends no ICMP redirects: forwarding
+// out of the interface a packet came in by, it would otherwise tell each client
+// to send to the node directly, and the client's next packets would bypass it.
+var loadBalancerSysctls = append(append(noIPv6[:len(noIPv6):len(noIPv6)], flowHash...),
 	namespaces.Setting{Key: "net.ipv4.ip_forward", Value: "1"},
-	namespaces.Setting{Key: "net.ipv4.fib_multipath_hash_policy", Value: "1"},
 	namespaces.Setting{Key: "net.ipv4.conf.all.send_redirects", Value: "0"},
 	namespaces.Setting{Key: "net.ipv4.conf.default.send_redirects", Value: "0"},
 )
+
+// flowHash picks a multipath route's next hop by the 5-tuple. A client with a
+// multipath route (an external IP routed to several nodes) gets it too: the
+// default hash of a namespace's own connections is of the addresses only, and
+// would send every connection of a client to one node.
+var flowHash = []namespaces.Setting{
+	{Key: "net.ipv4.fib_multipath_hash_policy", Value: "3"},
+	{Key: "net.ipv4.fib_multipath_hash_fields", Value: "0x0037"},
+}
 
 // loadBalancing is the part of a lab that its load balancers make: the
 // balancers, and the routes towards ingress and external IPs the lab gave its
@@ -307,6 +321,11 @@ func (l *Lab) syncMemberRoutes(name string, routes []serviceRoute) error {
 			nr.LinkIndex = 0
 			for _, gw := range r.via {
 				nr.MultiPath = append(nr.MultiPath, &netlink.NexthopInfo{LinkIndex: eth.Attrs().Index, Gw: gw.AsSlice()})
+			}
+		}
+		if len(nr.MultiPath) > 0 {
+			if err := namespaces.Sysctl(m.NetNS, flowHash); err != nil {
+				return fmt.Errorf("%s %s: %w", m.Kind, name, err)
 			}
 		}
 		if err := h.Netlink.RouteReplace(nr); err != nil {
