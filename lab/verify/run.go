@@ -127,20 +127,11 @@ func Execute(ctx context.Context, l *lab.Lab, p Plan, label string) ([]Check, er
 		}
 		groups[g] = append(groups[g], i)
 	}
-	for _, group := range groups {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			for _, i := range group {
-				checks[i] = check(ctx, flows[i], netns[i], label, nil)
-			}
-		}()
-	}
-	wg.Wait()
-	// Refused flows: one client's checks in sequence within its ICMP budget,
-	// different clients side by side.
+	// Refused flows first, while every node still has its whole budget of ICMP
+	// errors for each client: one client's checks in sequence within that
+	// budget, different clients side by side. Answered flows that a node
+	// forwards out of the interface they came in by make it send their client
+	// ICMP redirects, which spend the same budget (see README).
 	bySource := map[netip.Addr][]int{}
 	for _, i := range refused {
 		src := flows[i].Source.IP
@@ -153,6 +144,18 @@ func Execute(ctx context.Context, l *lab.Lab, p Plan, label string) ([]Check, er
 			budget := newICMPBudget()
 			for _, i := range list {
 				checks[i] = check(ctx, flows[i], netns[i], label, budget)
+			}
+		}()
+	}
+	wg.Wait()
+	for _, group := range groups {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for _, i := range group {
+				checks[i] = check(ctx, flows[i], netns[i], label, nil)
 			}
 		}()
 	}
