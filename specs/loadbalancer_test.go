@@ -38,8 +38,12 @@ var _ = Describe("A load balancer in front of the nodes", Label("loadbalancer"),
 	for _, m := range modes {
 		Context(m.label, Ordered, Label(m.label), func() {
 			var l *lab.Lab
+			var root string
 			dumpOnFailure(&l)
 			BeforeAll(func() {
+				var err error
+				root, err = rootSnapshot()
+				Expect(err).NotTo(HaveOccurred())
 				l = upLab(shipped("lb.yaml"), m.options())
 			})
 
@@ -95,6 +99,12 @@ var _ = Describe("A load balancer in front of the nodes", Label("loadbalancer"),
 				Expect(namespaces.Sysctl(lbNS, []namespaces.Setting{{Key: "net.ipv4.fib_multipath_hash_policy", Value: "0"}})).To(Succeed())
 				DeferCleanup(namespaces.Sysctl, lbNS, []namespaces.Setting{{Key: "net.ipv4.fib_multipath_hash_policy", Value: "3"}})
 				Expect(entryNodes(l, 40)).To(HaveLen(1), "the same source and destination address: the same next hop")
+			})
+
+			It("leaves the root network namespace alone while the load balancer probes and routes", func() {
+				now, err := rootSnapshot()
+				Expect(err).NotTo(HaveOccurred())
+				Expect(now).To(Equal(root))
 			})
 
 			// The Cluster and Local withdrawals assert behaviour only: which node
