@@ -13,6 +13,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
@@ -147,6 +148,32 @@ var _ = Describe("A load balancer in front of the nodes", Label("loadbalancer"),
 				Expect(res.ok).To(BeNumerically(">", 0), "connections hashed to node-2 are answered")
 				Expect(lbRoute(l, lbLocalIP)).To(ConsistOf("192.168.1.10", "192.168.1.11"))
 			})
+		})
+	}
+})
+
+// A lab that had no load balancer gets one when its first LoadBalancer Service
+// is applied, as a cluster's cloud controller provisions one, and gives it back
+// with the lab.
+var _ = Describe("A running lab's first LoadBalancer Service", Label("loadbalancer"), func() {
+	for _, m := range modes {
+		It("gets a load balancer member, an ingress IP and routes to it, "+m.label, Label(m.label), func() {
+			l := upLab(shipped("web.yaml"), m.options())
+			_, err := l.Member("lb")
+			Expect(err).To(HaveOccurred(), "web.yaml has no LoadBalancer Service")
+			svc, _ := l.Topology().Service("default", "web")
+			svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+			Expect(l.ApplyService(ctx(), svc)).To(Succeed())
+			member, err := l.Member("lb")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(member.Kind).To(Equal(lab.KindLoadBalancer))
+			svc, _ = l.Topology().Service("default", "web")
+			Expect(svc.Status.LoadBalancer.Ingress).To(HaveLen(1))
+			ip := svc.Status.LoadBalancer.Ingress[0].IP
+			Expect(lbRoute(l, ip)).To(ConsistOf("192.168.1.10", "192.168.1.11"))
+			for _, r := range backendsSeen(l, "outside", "TCP", ip+":80", "web-a", "web-b") {
+				Expect(r.Client.Addr().String()).To(BeElementOf("192.168.1.10", "192.168.1.11", "10.244.1.1", "10.244.2.1"), "policy Cluster: a node's address")
+			}
 		})
 	}
 })
