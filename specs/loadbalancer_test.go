@@ -141,8 +141,9 @@ var _ = Describe("A load balancer in front of the nodes", Label("loadbalancer"),
 				Eventually(func() []string { return b.NextHops(netip.MustParseAddr(lbLocalIP)) }).WithTimeout(10 * b.Interval()).Should(ContainElement("node-1"))
 				b.Pause(true)
 				DeferCleanup(b.Pause, false)
+				// The container's last spec: web-1 stays unready, the lab goes
+				// with the container (a sync spared, half a minute in the VM).
 				setReady(l, "default/web-1", false)
-				DeferCleanup(setReady, l, "default/web-1", true)
 				res := connect(l, "outside", lbLocalIP+":80", 24)
 				Expect(res.failed).To(BeNumerically(">", 0), "connections hashed to node-1 find no local endpoint there")
 				Expect(res.ok).To(BeNumerically(">", 0), "connections hashed to node-2 are answered")
