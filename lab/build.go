@@ -91,6 +91,9 @@ func (l *Lab) build(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := l.buildLoadBalancers(fabric); err != nil {
+		return err
+	}
 	return l.buildPods(ctx, t.Pods)
 }
 

@@ -8,12 +8,17 @@ import (
 )
 
 // Dump returns what a person debugging a failed check looks at first, for the named
-// members (every node when none is named): rules, conntrack, addresses and routes.
+// members (every node and load balancer when none is named): rules, conntrack,
+// addresses and routes.
 // Errors of the tools go into the text: a dump never fails.
 func (l *Lab) Dump(members ...string) string {
 	if len(members) == 0 {
-		for _, n := range l.Topology().Nodes {
+		t := l.Topology()
+		for _, n := range t.Nodes {
 			members = append(members, n.Name)
+		}
+		for _, lb := range t.LoadBalancers {
+			members = append(members, lb.Name)
 		}
 	}
 	var b strings.Builder

@@ -99,6 +99,7 @@ type Lab struct {
 	servers  map[string]*traffic.Server
 	ports    []proxy.ServicePort
 	down     bool
+	lbs      loadBalancing
 }
 
 // Up builds the lab described by t and returns it running. On any error, on ctx's
@@ -141,6 +142,9 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.startProxiers(ctx); err != nil {
 			return l, err
 		}
+	}
+	if err := l.startLoadBalancers(); err != nil {
+		return l, err
 	}
 	if !o.NoServers {
 		if err := l.startServers(ctx, l.topo.Pods); err != nil {
@@ -216,6 +220,9 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	for _, c := range t.Clients {
 		l.addMember(c.Name, KindClient, c.IP, "")
 	}
+	for _, lb := range t.LoadBalancers {
+		l.addMember(lb.Name, KindLoadBalancer, lb.IP, "")
+	}
 	for _, p := range t.Pods {
 		l.addMember(p.Name, KindPod, p.IP, p.Node)
 	}
@@ -250,7 +257,7 @@ func (l *Lab) memberRecords() []record.Member {
 }
 
 // kindOrder lists members the way `svclab up` prints them.
-var kindOrder = map[string]int{KindFabric: 0, KindControlPlane: 1, KindNode: 2, KindClient: 3, KindPod: 4}
+var kindOrder = map[string]int{KindFabric: 0, KindControlPlane: 1, KindLoadBalancer: 2, KindNode: 3, KindClient: 4, KindPod: 5}
 
 func (l *Lab) logf(format string, args ...any) {
 	if l.opts.Log != nil {
@@ -264,6 +271,8 @@ func (l *Lab) Down() error {
 	// Nothing may sync on the watch's behalf once the proxiers close; the
 	// syncs it makes take l.mu, so it stops first.
 	l.stopFollowing()
+	// The balancers next, outside mu: they take it to look the lab up.
+	lbErr := l.stopLoadBalancers()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down {
@@ -276,7 +285,7 @@ func (l *Lab) Down() error {
 	for _, h := range l.health {
 		h.Close()
 	}
-	var errs []error
+	errs := []error{lbErr}
 	for _, p := range l.proxiers {
 		errs = append(errs, p.Close())
 	}

@@ -21,6 +21,8 @@ const (
 	KindClient = "client"
 	// KindControlPlane runs the API server and the controllers.
 	KindControlPlane = "control-plane"
+	// KindLoadBalancer routes LoadBalancer Services' ingress IPs to nodes.
+	KindLoadBalancer = "load-balancer"
 )
 
 // Interface names inside lab namespaces. Every one fits IFNAMSIZ (15 characters).

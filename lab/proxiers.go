@@ -89,7 +89,7 @@ func (l *Lab) Sync(ctx context.Context) error {
 	l.mu.Lock()
 	l.ports = state.Ports
 	l.mu.Unlock()
-	return nil
+	return l.syncLoadBalancers(ctx)
 }
 
 // state is what the proxies program now.

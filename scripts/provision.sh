@@ -32,14 +32,15 @@ fi
 $check || ln -sf /usr/local/go/bin/go /usr/local/bin/go
 
 # 2. Kernel modules: kube-proxy's IPVS mode and its schedulers, ipset, conntrack,
-# br_netfilter for bridged pod traffic, dummy for kube-ipvs0, and the nf_tables
-# expressions of its nftables mode (numgen, fib, nat, masquerade, reject).
+# br_netfilter for bridged pod traffic, dummy for kube-ipvs0, xt_physdev for the
+# IPVS mode's rules of external IPs, and the nf_tables expressions of its nftables
+# mode (numgen, fib, nat, masquerade, reject).
 modules=(
   br_netfilter dummy veth
   nf_conntrack nf_conntrack_netlink nf_nat
   ip_vs ip_vs_rr ip_vs_wrr ip_vs_lc ip_vs_wlc ip_vs_sh ip_vs_dh ip_vs_sed ip_vs_nq
   ip_set ip_set_hash_ip ip_set_hash_ipport ip_set_hash_ipportip ip_set_hash_ipportnet ip_set_hash_net ip_set_bitmap_port
-  xt_set xt_ipvs xt_statistic xt_recent xt_comment xt_mark xt_addrtype xt_conntrack xt_MASQUERADE xt_nfacct
+  xt_set xt_ipvs xt_physdev xt_statistic xt_recent xt_comment xt_mark xt_addrtype xt_conntrack xt_MASQUERADE xt_nfacct
   nf_tables nft_chain_nat nft_ct nft_nat nft_masq nft_numgen nft_fib_ipv4 nft_reject_ipv4
 )
 conf=/etc/modules-load.d/svclab.conf

@@ -35,9 +35,11 @@ var _ = Describe("svclab verify", Label("verify"), func() {
 	labs := map[string]func() []byte{
 		"web.yaml":            func() []byte { return shippedText("web.yaml") },
 		"httpd.yaml":          func() []byte { return shippedText("httpd.yaml") },
+		"lb.yaml":             func() []byte { return shippedText("lb.yaml") },
 		"services lab":        func() []byte { return []byte(strings.TrimSpace(servicesLab)) },
 		"policies.yaml":       func() []byte { return readFile("testdata/policies.yaml") },
 		"policies-local.yaml": func() []byte { return readFile("testdata/policies-local.yaml") },
+		"loadbalancers.yaml":  func() []byte { return readFile("testdata/loadbalancers.yaml") },
 	}
 	for _, m := range modes {
 		for name, text := range labs {

@@ -40,13 +40,14 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 	if len(ports) > 0 {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SERVICE\tCLUSTER-IP\tPORT\tNODE-PORT\tENDPOINTS")
+		fmt.Fprintln(tw, "SERVICE\tCLUSTER-IP\tEXTERNAL-IP\tPORT\tNODE-PORT\tENDPOINTS")
 		for _, sp := range ports {
 			np := "-"
 			if sp.NodePort != 0 {
 				np = fmt.Sprint(sp.NodePort)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%s\t%s\n", sp.Name.String(version.Default), sp.ClusterIP, sp.Port, sp.Protocol, np, endpointList(sp.Endpoints))
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%s\t%s\t%s\n", sp.Name.String(version.Default), sp.ClusterIP, externalList(sp),
+				sp.Port, sp.Protocol, np, endpointList(sp.Endpoints))
 		}
 		tw.Flush()
 	}
@@ -65,6 +66,19 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 	if background {
 		fmt.Fprintf(w, "Tear down:     svclab down %s\n", ref)
 	}
+}
+
+// externalList is what kubectl shows as EXTERNAL-IP: the load balancer ingress
+// IPs, then the external IPs.
+func externalList(sp proxy.ServicePort) string {
+	var s []string
+	for _, a := range append(append([]netip.Addr(nil), sp.LoadBalancerIPs...), sp.ExternalIPs...) {
+		s = append(s, a.String())
+	}
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
 }
 
 func endpointList(eps []proxy.Endpoint) string {

@@ -101,7 +101,8 @@ func sameFields(x, y ServicePort) bool {
 	return x.Name == y.Name && x.Protocol == y.Protocol && x.ClusterIP == y.ClusterIP &&
 		x.Port == y.Port && x.NodePort == y.NodePort && x.ExternalLocal == y.ExternalLocal &&
 		x.InternalLocal == y.InternalLocal && x.HealthCheckNodePort == y.HealthCheckNodePort &&
-		x.AffinitySeconds == y.AffinitySeconds
+		x.AffinitySeconds == y.AffinitySeconds && slices.Equal(x.ExternalIPs, y.ExternalIPs) &&
+		slices.Equal(x.LoadBalancerIPs, y.LoadBalancerIPs) && slices.Equal(x.SourceRanges, y.SourceRanges)
 }
 
 // sameEndpoints compares two endpoint lists as sets: they come sorted, so the

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"net/netip"
 	"reflect"
 	"testing"
 )
@@ -59,6 +60,12 @@ func TestSameFields(t *testing.T) {
 				changed.Name.Port += "x"
 			case "ClusterIP":
 				changed.ClusterIP = changed.ClusterIP.Next()
+			case "ExternalIPs":
+				changed.ExternalIPs = []netip.Addr{netip.MustParseAddr("203.0.113.10")}
+			case "LoadBalancerIPs":
+				changed.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("192.168.1.240")}
+			case "SourceRanges":
+				changed.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24")}
 			default:
 				t.Fatalf("ServicePort.%s (%s): teach this test and sameFields about it", f.Name, f.Type)
 			}

@@ -4,11 +4,13 @@ import "net/netip"
 
 // ExpectedServiceMap is the ServiceMap kube-proxy 1.37 programs on the node
 // called node for s, in a mode of model m. Every ServicePort has a ClusterIP
-// frontend, and a NodePort frontend when it has a nodePort; their endpoints are
-// kube-proxy's categorisation (Categorize: ready endpoints, else serving
-// terminating ones): the ClusterIP takes the cluster endpoints, or the local
-// ones with internalTrafficPolicy Local; the NodePort takes those of its
-// externalTrafficPolicy. Where the models differ:
+// frontend, a NodePort frontend when it has a nodePort, and a frontend for each
+// external IP and load balancer IP; their endpoints are kube-proxy's
+// categorisation (Categorize: ready endpoints, else serving terminating ones):
+// the ClusterIP takes the cluster endpoints, or the local ones with
+// internalTrafficPolicy Local; the NodePort, external IPs and load balancer IPs
+// take those of its externalTrafficPolicy, and a load balancer IP that forwards
+// does so from its source ranges only. Where the models differ:
 //
 //   - iptables and nftables: no usable endpoint anywhere rejects; a Local policy
 //     without a local endpoint drops.
@@ -24,8 +26,15 @@ func ExpectedServiceMap(s *State, node string, m Model) ServiceMap {
 		sp := &s.Ports[i]
 		cat := Categorize(sp, node)
 		out[ClusterIPFrontend(sp.Protocol, sp.ClusterIP, sp.Port)] = expectedForwarding(sp, cat, sp.InternalLocal, m)
+		external := expectedForwarding(sp, cat, sp.ExternalLocal, m)
 		if sp.NodePort != 0 {
-			out[NodePortFrontend(sp.Protocol, sp.NodePort)] = expectedForwarding(sp, cat, sp.ExternalLocal, m)
+			out[NodePortFrontend(sp.Protocol, sp.NodePort)] = external
+		}
+		for _, a := range sp.ExternalIPs {
+			out[ClusterIPFrontend(sp.Protocol, a, sp.Port)] = external
+		}
+		for _, a := range sp.LoadBalancerIPs {
+			out[ClusterIPFrontend(sp.Protocol, a, sp.Port)] = external.FirewalledBy(sp.SourceRanges)
 		}
 	}
 	return out

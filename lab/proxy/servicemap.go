@@ -21,13 +21,15 @@ type ServiceMap map[Frontend]Forwarding
 // Frontend is where a Service takes traffic on a node.
 type Frontend struct {
 	Protocol corev1.Protocol
-	// Addr is the address connections are made to (a ClusterIP); the zero Addr
-	// is a NodePort, which answers on the node's addresses.
+	// Addr is the address connections are made to (a ClusterIP, an external IP
+	// or a load balancer IP); the zero Addr is a NodePort, which answers on the
+	// node's addresses.
 	Addr netip.Addr
 	Port uint16
 }
 
-// ClusterIPFrontend is proto to addr:port.
+// ClusterIPFrontend is proto to addr:port: a ClusterIP, an external IP or a load
+// balancer IP (a node's rules treat them alike but for the traffic policy).
 func ClusterIPFrontend(proto corev1.Protocol, addr netip.Addr, port int) Frontend {
 	return Frontend{Protocol: proto, Addr: addr, Port: uint16(port)}
 }
@@ -96,6 +98,32 @@ type Forwarding struct {
 	AffinitySeconds int
 	// Detail says, for Inconsistent, what each node address does.
 	Detail string
+	// SourceRanges, for a Forward, are the only sources whose connections are
+	// forwarded (a load balancer IP's loadBalancerSourceRanges, sorted); others
+	// are dropped. Empty: every source. The load balancer IP itself, which
+	// kube-proxy also allows as a source when the node's address is in a range
+	// (a node reaching a VIP it holds), is a node's own traffic, not outside
+	// traffic, and is not among them.
+	SourceRanges []netip.Prefix
+}
+
+// FirewalledBy is f with sources limited to ranges, when f forwards; a refusal
+// or a drop meets every source alike.
+func (f Forwarding) FirewalledBy(ranges []netip.Prefix) Forwarding {
+	if f.Verdict != Forward || len(ranges) == 0 {
+		return f
+	}
+	r := slices.Clone(ranges)
+	slices.SortFunc(r, comparePrefixes)
+	f.SourceRanges = slices.Compact(r)
+	return f
+}
+
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }
 
 // Forwarded is a Forward to backends (sorted and deduplicated here), with
@@ -127,13 +155,20 @@ func (f Forwarding) String() string {
 	if f.AffinitySeconds > 0 {
 		fmt.Fprintf(&b, " (affinity %ds)", f.AffinitySeconds)
 	}
+	if len(f.SourceRanges) > 0 {
+		b.WriteString(" from")
+		for _, r := range f.SourceRanges {
+			b.WriteString(" " + r.String())
+		}
+		b.WriteString(" only")
+	}
 	return b.String()
 }
 
 // Equal tells whether f and g forward alike.
 func (f Forwarding) Equal(g Forwarding) bool {
 	return f.Verdict == g.Verdict && f.AffinitySeconds == g.AffinitySeconds && f.Detail == g.Detail &&
-		slices.Equal(f.Backends, g.Backends)
+		slices.Equal(f.Backends, g.Backends) && slices.Equal(f.SourceRanges, g.SourceRanges)
 }
 
 // Frontends lists m's frontends in a stable order: by protocol, ClusterIPs before

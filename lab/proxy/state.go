@@ -3,6 +3,7 @@ package proxy
 import (
 	"net/netip"
 	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -55,10 +56,18 @@ func FromObjects(services []corev1.Service, slices []discoveryv1.EndpointSlice) 
 			}
 			if svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 				sp.NodePort = int(p.NodePort)
+			}
+			sp.ExternalIPs = externalIPs(svc)
+			sp.LoadBalancerIPs = loadBalancerIPs(svc)
+			sp.SourceRanges = sourceRanges(svc)
+			// kube-proxy's ExternalPolicyLocal: the policy counts for Services
+			// reachable from outside, which a ClusterIP Service is through its
+			// external IPs.
+			if externallyAccessible(svc) {
 				sp.ExternalLocal = svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal
-				if sp.ExternalLocal {
-					sp.HealthCheckNodePort = int(svc.Spec.HealthCheckNodePort)
-				}
+			}
+			if sp.ExternalLocal && svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
+				sp.HealthCheckNodePort = int(svc.Spec.HealthCheckNodePort)
 			}
 			if itp := svc.Spec.InternalTrafficPolicy; itp != nil && *itp == corev1.ServiceInternalTrafficPolicyLocal {
 				sp.InternalLocal = true
@@ -82,6 +91,57 @@ func proxied(svc *corev1.Service) bool {
 		return false
 	}
 	return svc.Spec.ClusterIP != "" && svc.Spec.ClusterIP != corev1.ClusterIPNone
+}
+
+// externallyAccessible is the API's ExternallyAccessible: NodePort and
+// LoadBalancer Services, and ClusterIP Services with external IPs.
+func externallyAccessible(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer ||
+		svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.ExternalIPs) > 0
+}
+
+// externalIPs are the Service's IPv4 external IPs, in the order given.
+func externalIPs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range svc.Spec.ExternalIPs {
+		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil && a.Is4() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// loadBalancerIPs are the IPv4 ingress addresses kube-proxy programs: those in
+// VIP mode (an unset ipMode is VIP), in the order given.
+func loadBalancerIPs(svc *corev1.Service) []netip.Addr {
+	var out []netip.Addr
+	for _, ing := range svc.Status.LoadBalancer.Ingress {
+		if ing.IP == "" || ing.IPMode != nil && *ing.IPMode != corev1.LoadBalancerIPModeVIP {
+			continue
+		}
+		if a, err := netip.ParseAddr(ing.IP); err == nil && a.Is4() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// sourceRanges reads spec.loadBalancerSourceRanges as kube-proxy does: space
+// around a range is allowed, IPv6 ranges are another family's, and a range of
+// length 0 allows everything, as no range at all does.
+func sourceRanges(svc *corev1.Service) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range svc.Spec.LoadBalancerSourceRanges {
+		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		if err != nil || !p.Addr().Is4() {
+			continue
+		}
+		if p.Bits() == 0 {
+			return nil
+		}
+		out = append(out, p.Masked())
+	}
+	return out
 }
 
 func protocolOf(p corev1.Protocol) corev1.Protocol {

@@ -6,6 +6,7 @@ package proxy
 
 import (
 	"net/netip"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -48,6 +49,19 @@ type ServicePort struct {
 	HealthCheckNodePort int
 	// AffinitySeconds is the ClientIP session affinity timeout; 0 means no affinity.
 	AffinitySeconds int
+	// ExternalIPs are the Service's spec.externalIPs: addresses outside the
+	// cluster that someone routes to a node, where they are translated as the
+	// external destinations they are.
+	ExternalIPs []netip.Addr
+	// LoadBalancerIPs are the addresses of status.loadBalancer.ingress that a
+	// load balancer sends on with their destination intact (ipMode VIP, or
+	// unset), which kube-proxy programs; an ingress of ipMode Proxy is the load
+	// balancer's own and is left out, as kube-proxy leaves it.
+	LoadBalancerIPs []netip.Addr
+	// SourceRanges are spec.loadBalancerSourceRanges: the sources that may reach
+	// the load balancer IPs. Empty allows every source (a range of 0.0.0.0/0
+	// among them allows every source too, so kube-proxy drops them all).
+	SourceRanges []netip.Prefix
 	// Endpoints lists every endpoint of the port, ready or not, sorted by
 	// "ip:port" text.
 	Endpoints []Endpoint
@@ -59,14 +73,25 @@ func ClonePorts(ports []ServicePort) []ServicePort {
 	out := make([]ServicePort, len(ports))
 	for i, sp := range ports {
 		sp.Endpoints = append([]Endpoint(nil), sp.Endpoints...)
+		sp.ExternalIPs = slices.Clone(sp.ExternalIPs)
+		sp.LoadBalancerIPs = slices.Clone(sp.LoadBalancerIPs)
+		sp.SourceRanges = slices.Clone(sp.SourceRanges)
 		out[i] = sp
 	}
 	return out
 }
 
 // ExternallyAccessible tells whether the port takes traffic from outside the
-// cluster (svclab supports NodePorts only: no external or load-balancer IPs).
-func (sp *ServicePort) ExternallyAccessible() bool { return sp.NodePort != 0 }
+// cluster: on a node port, an external IP or a load balancer IP.
+func (sp *ServicePort) ExternallyAccessible() bool {
+	return sp.NodePort != 0 || len(sp.ExternalIPs) > 0 || len(sp.LoadBalancerIPs) > 0
+}
+
+// UsesFirewall tells whether the port's load balancer IPs take traffic only from
+// its source ranges.
+func (sp *ServicePort) UsesFirewall() bool {
+	return len(sp.LoadBalancerIPs) > 0 && len(sp.SourceRanges) > 0
+}
 
 // UsesLocalEndpoints tells whether some traffic to the port goes to this node's
 // endpoints only, as kube-proxy's BaseServicePortInfo decides.

@@ -163,6 +163,11 @@ func (t *Topology) file() *File {
 		NodeCIDR:         prefixString(t.NodeCIDR),
 		KubeProxyVersion: t.KubeProxyVersion,
 		ControlPlane:     t.ControlPlane != nil,
+		LoadBalancers:    loadBalancerSpecs(t.LoadBalancers),
+		ExternalIPRoutes: externalIPRouteSpecs(t.ExternalIPRoutes),
+	}
+	if t.LoadBalancerCIDR != t.NodeCIDR {
+		f.LoadBalancerCIDR = prefixString(t.LoadBalancerCIDR)
 	}
 	for _, n := range t.Nodes {
 		f.Nodes = append(f.Nodes, NodeSpec{Name: n.Name, IP: addrString(n.IP), PodCIDR: prefixString(n.PodCIDR)})
@@ -232,6 +237,12 @@ func (t *Topology) Clone() *Topology {
 	if t.ControlPlane != nil {
 		cp := *t.ControlPlane
 		c.ControlPlane = &cp
+	}
+	c.LoadBalancers = slices.Clone(t.LoadBalancers)
+	c.ExternalIPRoutes = nil
+	for _, r := range t.ExternalIPRoutes {
+		r.Nodes = slices.Clone(r.Nodes)
+		c.ExternalIPRoutes = append(c.ExternalIPRoutes, r)
 	}
 	c.UserEndpointSlices = nil
 	for i := range t.UserEndpointSlices {

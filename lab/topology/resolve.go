@@ -22,6 +22,9 @@ type resolver struct {
 	// names holds node, client and pod names, one space because each names a
 	// network namespace; the value is the path that took the name.
 	names map[string]string
+	// reserved are the names of members the lab adds by itself, with what they
+	// are for.
+	reserved map[string]string
 	// addrs holds every address given to someone: nodes, clients, pods, ClusterIPs.
 	addrs map[netip.Addr]string
 	// nodes indexes the valid nodes by name.
@@ -45,31 +48,44 @@ func (r *resolver) errorsf(path string, msgs []string) {
 // resolve checks and completes f. pos may be nil.
 func resolve(source string, f *File, pos Positions) (*Topology, ErrorList) {
 	r := &resolver{
-		source:  source,
-		pos:     pos,
-		t:       &Topology{Source: source},
-		names:   map[string]string{},
-		addrs:   map[netip.Addr]string{},
-		nodes:   map[string]Node{},
-		cursors: map[netip.Prefix]netip.Addr{},
+		source:   source,
+		pos:      pos,
+		t:        &Topology{Source: source},
+		names:    map[string]string{},
+		reserved: map[string]string{},
+		addrs:    map[netip.Addr]string{},
+		nodes:    map[string]Node{},
+		cursors:  map[netip.Prefix]netip.Addr{},
 	}
 	r.lab(f)
+	// Members the lab adds by itself claim their names first, so that a node,
+	// client or pod of that name is the one told.
 	if f.ControlPlane {
-		// Claimed first, so that a node, client or pod of that name is the one
-		// told.
-		r.names[ControlPlaneMember] = "controlPlane"
+		r.reserve(ControlPlaneMember, "controlPlane", "the control plane's member (controlPlane: true)")
+	}
+	implicitLB := implicitLoadBalancer(f)
+	if implicitLB {
+		r.reserve(DefaultLoadBalancer, "services", "the lab's load balancer (a LoadBalancer Service needs one; name yours in loadBalancers)")
 	}
 	r.nodeSpecs(f.Nodes)
 	r.clientSpecs(f.Clients)
+	r.loadBalancerNames(f.LoadBalancers)
 	r.nodeNetwork(f.NodeCIDR)
+	r.loadBalancerPool(f.LoadBalancerCIDR)
+	// Addresses the file gives come before any allocation on the node network.
+	r.reserveServiceAddresses(f.Services)
+	r.loadBalancerAddresses(f.LoadBalancers)
 	if f.ControlPlane {
 		r.controlPlane()
 	}
+	r.loadBalancers(f.LoadBalancers, implicitLB)
 	r.podSpecs(f.Pods)
 	for i := range f.Services {
 		r.t.DeclaredServices = append(r.t.DeclaredServices, *f.Services[i].DeepCopy())
 	}
 	r.services(f.Services)
+	r.ingress()
+	r.externalIPRoutes(f.ExternalIPRoutes)
 	r.endpointSlices(f.EndpointSlices)
 	r.namedTargetPorts()
 	if len(r.errs) > 0 {
@@ -154,16 +170,23 @@ func (r *resolver) memberName(path, name string) bool {
 		r.errorf(path, "%q is reserved for the namespace that joins the lab's nodes and clients", name)
 		return false
 	}
+	if why, reserved := r.reserved[name]; reserved {
+		r.errorf(path, "%q is reserved for %s", name, why)
+		return false
+	}
 	if first, taken := r.names[name]; taken {
-		if first == "controlPlane" {
-			r.errorf(path, "%q is reserved for the control plane's member (controlPlane: true)", name)
-			return false
-		}
 		r.errorf(path, "%q is already the name of %s (node, client and pod names share one space: each names a network namespace)", name, first)
 		return false
 	}
 	r.names[name] = parentPath(path)
 	return true
+}
+
+// reserve takes a member name for a member the lab adds by itself; by is the
+// field that makes it, why what a member that takes the name is told.
+func (r *resolver) reserve(name, by, why string) {
+	r.names[name] = by
+	r.reserved[name] = why
 }
 
 // claim gives a to owner, or says who already has it.

@@ -40,9 +40,6 @@ func (r *resolver) service(path string, svc *corev1.Service) {
 			r.errorf(key(child(meta, "annotations"), a), "topology-aware routing is not supported (svclab nodes have no zones)")
 		}
 	}
-	if _, ok := svc.Annotations[corev1.AnnotationLoadBalancerSourceRangesKey]; ok {
-		r.errorf(key(child(meta, "annotations"), corev1.AnnotationLoadBalancerSourceRangesKey), "load balancer source ranges are not supported (svclab has no load balancer)")
-	}
 
 	spec := &svc.Spec
 	sp := child(path, "spec")
@@ -64,9 +61,7 @@ func (r *resolver) service(path string, svc *corev1.Service) {
 	r.affinity(sp, spec)
 	r.trafficPolicies(sp, svc)
 	r.loadBalancer(path, svc)
-	if len(spec.ExternalIPs) > 0 {
-		r.errorf(child(sp, "externalIPs"), "not supported: svclab programs ClusterIPs and NodePorts only")
-	}
+	r.externalIPs(sp, svc)
 	if spec.TrafficDistribution != nil {
 		r.errorf(child(sp, "trafficDistribution"), "not supported: svclab nodes have no zones, so traffic distribution would change nothing")
 	}
@@ -281,9 +276,9 @@ func (r *resolver) trafficPolicies(sp string, svc *corev1.Service) {
 	spec := &svc.Spec
 	etp := child(sp, "externalTrafficPolicy")
 	switch {
-	case !needsNodePorts(svc):
+	case !externallyAccessible(svc):
 		if spec.ExternalTrafficPolicy != "" {
-			r.errorf(etp, "may only be set for NodePort and LoadBalancer Services")
+			r.errorf(etp, "may only be set for NodePort and LoadBalancer Services, and ClusterIP Services with externalIPs")
 		}
 	case spec.ExternalTrafficPolicy == "":
 		spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
@@ -305,41 +300,5 @@ func (r *resolver) trafficPolicies(sp string, svc *corev1.Service) {
 	case np < nodePortMin || np > nodePortMax:
 		r.errorf(hc, "%d is outside the NodePort range %d-%d", np, nodePortMin, nodePortMax)
 		spec.HealthCheckNodePort = 0
-	}
-}
-
-// loadBalancer rejects what a LoadBalancer would need a real load balancer for:
-// svclab's LoadBalancer Service is a NodePort Service with a health check node
-// port, which is all kube-proxy adds for one.
-func (r *resolver) loadBalancer(path string, svc *corev1.Service) {
-	spec := &svc.Spec
-	sp := child(path, "spec")
-	const noLB = "not supported: svclab has no load balancer (a LoadBalancer Service is its node ports and health check node port)"
-	if spec.LoadBalancerIP != "" {
-		r.errorf(child(sp, "loadBalancerIP"), noLB)
-	}
-	if len(spec.LoadBalancerSourceRanges) > 0 {
-		r.errorf(child(sp, "loadBalancerSourceRanges"), noLB)
-	}
-	if spec.LoadBalancerClass != nil {
-		r.errorf(child(sp, "loadBalancerClass"), noLB)
-	}
-	alloc := child(sp, "allocateLoadBalancerNodePorts")
-	switch {
-	case spec.Type != corev1.ServiceTypeLoadBalancer:
-		if spec.AllocateLoadBalancerNodePorts != nil {
-			r.errorf(alloc, "may only be set when type is LoadBalancer")
-		}
-	case spec.AllocateLoadBalancerNodePorts == nil:
-		spec.AllocateLoadBalancerNodePorts = ptr.To(true)
-	case !*spec.AllocateLoadBalancerNodePorts:
-		r.errorf(alloc, "false is not supported: without node ports svclab's LoadBalancer would have no way in")
-	}
-	st := child(path, "status")
-	if len(svc.Status.LoadBalancer.Ingress) > 0 {
-		r.errorf(child(st, "loadBalancer.ingress"), noLB)
-	}
-	if len(svc.Status.Conditions) > 0 {
-		r.errorf(child(st, "conditions"), "not supported: Service conditions come from load balancer controllers, which svclab does not have")
 	}
 }

@@ -94,7 +94,7 @@ func (r *resolver) services(in []corev1.Service) {
 				svc.Spec.ClusterIPs = []string{ip.String()}
 			}
 		}
-		if needsNodePorts(svc) {
+		if needsNodePorts(svc) && allocatesNodePorts(svc) {
 			byPort := map[int32]int32{}
 			for _, sp := range svc.Spec.Ports {
 				if sp.NodePort != 0 {
@@ -134,6 +134,22 @@ func needsClusterIP(svc *corev1.Service) bool { return svc.Spec.Type != corev1.S
 
 func needsNodePorts(svc *corev1.Service) bool {
 	return svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer
+}
+
+// allocatesNodePorts tells whether the API server gives the Service's ports node
+// ports it does not name: a LoadBalancer Service may ask for none
+// (allocateLoadBalancerNodePorts: false), when its load balancer sends traffic
+// to the ingress IP itself, as svclab's do.
+func allocatesNodePorts(svc *corev1.Service) bool {
+	a := svc.Spec.AllocateLoadBalancerNodePorts
+	return svc.Spec.Type != corev1.ServiceTypeLoadBalancer || a == nil || *a
+}
+
+// externallyAccessible is the API server's ExternallyAccessible: traffic from
+// outside the cluster reaches the Service on a node port, a load balancer IP or
+// an external IP, so externalTrafficPolicy applies.
+func externallyAccessible(svc *corev1.Service) bool {
+	return needsNodePorts(svc) || svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.ExternalIPs) > 0
 }
 
 func needsHealthCheck(svc *corev1.Service) bool {

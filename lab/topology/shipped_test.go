@@ -112,7 +112,7 @@ func TestDefaultIsWeb(t *testing.T) {
 	if _, err := Embedded("web"); err != nil {
 		t.Errorf("Embedded without .yaml: %v", err)
 	}
-	if _, err := Embedded("nosuch.yaml"); err == nil || !strings.Contains(err.Error(), "httpd.yaml, web.yaml") {
+	if _, err := Embedded("nosuch.yaml"); err == nil || !strings.Contains(err.Error(), "httpd.yaml, lb.yaml, web.yaml") {
 		t.Errorf("Embedded(nosuch.yaml) = %v, want an error listing the shipped files", err)
 	}
 	if _, err := Load("testdata/nosuch.yaml"); err == nil {

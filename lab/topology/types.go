@@ -31,6 +31,16 @@ type File struct {
 	Clients        []ClientSpec                `json:"clients,omitempty"`
 	Services       []corev1.Service            `json:"services,omitempty"`
 	EndpointSlices []discoveryv1.EndpointSlice `json:"endpointSlices,omitempty"`
+
+	// LoadBalancerCIDR is the pool LoadBalancer Services get their ingress IPs
+	// from when their status gives none (the node network when empty).
+	LoadBalancerCIDR string `json:"loadBalancerCIDR,omitempty"`
+	// LoadBalancers are the lab's load balancers; when none is given and a
+	// LoadBalancer Service without a loadBalancerClass exists, one called "lb".
+	LoadBalancers []LoadBalancerSpec `json:"loadBalancers,omitempty"`
+	// ExternalIPRoutes say which nodes the clients route each Service external
+	// IP to; an external IP not listed goes to the first node.
+	ExternalIPRoutes []ExternalIPRouteSpec `json:"externalIPRoutes,omitempty"`
 }
 
 // NodeSpec is one fake node: a network namespace with the node address on eth0 and
@@ -81,7 +91,8 @@ type Topology struct {
 	Pods         []Pod
 	Clients      []Client
 	// Services have spec.clusterIP(s), ports[].nodePort and healthCheckNodePort filled
-	// in where the API server would have allocated them.
+	// in where the API server would have allocated them, and LoadBalancer
+	// Services status.loadBalancer.ingress where their load balancer would have.
 	Services []corev1.Service
 	// DeclaredServices are the Services as the file gives them, before any
 	// allocation: what a lab with a control plane creates, leaving the rest to the
@@ -91,6 +102,15 @@ type Topology struct {
 	// only; EndpointSlices() adds the ones the controller derives from selectors.
 	// (A field cannot share the method's name, so it is not called EndpointSlices.)
 	UserEndpointSlices []discoveryv1.EndpointSlice
+
+	// LoadBalancerCIDR is the pool of ingress IPs: loadBalancerCIDR, or the node
+	// network.
+	LoadBalancerCIDR netip.Prefix
+	// LoadBalancers are the load balancer members, the default one included.
+	LoadBalancers []LoadBalancer
+	// ExternalIPRoutes route every external IP of every Service, in the order
+	// the Services list them.
+	ExternalIPRoutes []ExternalIPRoute
 }
 
 // ControlPlane is the member that runs the API server and the controllers: a

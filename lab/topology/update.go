@@ -70,6 +70,23 @@ func prepareUpdate(svc, old *corev1.Service) {
 	if needsHealthCheck(old) && needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort == 0 {
 		svc.Spec.HealthCheckNodePort = old.Spec.HealthCheckNodePort
 	}
+	// The load balancer, not the API server, owns the status: it keeps the
+	// ingress IP of a Service that stays a LoadBalancer of the same class, and
+	// takes it back from one that does not.
+	if len(svc.Status.LoadBalancer.Ingress) == 0 && sameLoadBalancer(old, svc) {
+		svc.Status.LoadBalancer = *old.Status.LoadBalancer.DeepCopy()
+	}
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		svc.Status.LoadBalancer = corev1.LoadBalancerStatus{}
+	}
+}
+
+// sameLoadBalancer tells whether one load balancer serves both Services, so
+// that the ingress IP it gave the one stays with the other.
+func sameLoadBalancer(old, svc *corev1.Service) bool {
+	return old.Spec.Type == corev1.ServiceTypeLoadBalancer && svc.Spec.Type == corev1.ServiceTypeLoadBalancer &&
+		ptr.Deref(old.Spec.LoadBalancerClass, "") == ptr.Deref(svc.Spec.LoadBalancerClass, "") &&
+		(svc.Spec.LoadBalancerIP == "" || svc.Spec.LoadBalancerIP == old.Spec.LoadBalancerIP)
 }
 
 // nodePortsWithin tells whether svc asks for no node port old did not have.

@@ -30,14 +30,29 @@ type Target struct {
 	// NodePort is the node whose address:nodePort is dialled; empty for the ClusterIP.
 	Node string
 	Addr netip.AddrPort
+	// External is LoadBalancer for a load balancer ingress IP, ExternalIP for an
+	// external IP; empty for a ClusterIP or a NodePort.
+	External string
 }
 
+// Kinds of External targets.
+const (
+	LoadBalancer = "LoadBalancer"
+	ExternalIP   = "externalIP"
+)
+
 func (t Target) String() string {
-	if t.Node == "" {
+	switch {
+	case t.External != "":
+		return t.External + " " + t.Addr.String()
+	case t.Node == "":
 		return "ClusterIP " + t.Addr.String()
 	}
 	return "NodePort " + t.Addr.String() + " (" + t.Node + ")"
 }
+
+// isClusterIP tells whether t is a Service's ClusterIP.
+func (t Target) isClusterIP() bool { return t.Node == "" && t.External == "" }
 
 // Expectation is what a flow must do.
 type Expectation struct {
@@ -50,9 +65,18 @@ type Expectation struct {
 	// Sticky is set for ClientIP session affinity: one client's connections all go
 	// to one of Backends, whichever the first connection picked.
 	Sticky bool
+	// SomeOf is set when each connection goes to one of Backends but not every
+	// one need answer: ClientIP affinity kept by each of several nodes a flow
+	// may enter at.
+	SomeOf bool
 	// MayTimeout is set when some backends the rules pick cannot answer, because
 	// their replies bypass the node that translated the request.
 	MayTimeout bool
+	// MinShare, when set, is the least chance with which a new connection
+	// reaches each of Backends: picks that are not uniform over the endpoints,
+	// as when a load balancer spreads flows over nodes with different numbers
+	// of local endpoints. Zero: uniform over the flow's Candidates.
+	MinShare float64
 	// Why is one line of reasoning, for the report.
 	Why string
 }
@@ -61,8 +85,11 @@ func (e Expectation) String() string {
 	switch e.Outcome {
 	case traffic.Answered:
 		s := describeBackends(e.Backends)
-		if e.Sticky {
+		switch {
+		case e.Sticky:
 			s = "one of " + s
+		case e.SomeOf:
+			s = "some of " + s
 		}
 		if e.MayTimeout {
 			s += "; others time out"
@@ -168,38 +195,49 @@ type choice struct {
 // the client's own address when its replies come back through the translating
 // node, and not at all otherwise.
 func (m *model) expect(s semantics, src Source, port proxy.ServicePort, tgt Target) Expectation {
-	if src.Kind == lab.KindClient && tgt.Node == "" {
+	if src.Kind == lab.KindClient && tgt.isClusterIP() {
 		return Expectation{Outcome: traffic.Unreachable, Why: "ClusterIPs are not routed outside the cluster"}
 	}
-	sp := s.view(port, m.cluster.Version)
+	if tgt.External != "" {
+		return m.expectExternal(s, src, port, tgt)
+	}
 	d := src.Node
 	if tgt.Node != "" {
 		d = tgt.Node
 	}
+	exp, _ := m.expectAt(s, src, port, tgt, d)
+	return exp
+}
+
+// expectAt is what happens to a flow translated by node d, and the endpoints the
+// rules there pick among (nil when none answers).
+func (m *model) expectAt(s semantics, src Source, port proxy.ServicePort, tgt Target, d string) (Expectation, []proxy.Endpoint) {
+	sp := s.view(port, m.cluster.Version)
 	ch := s.choose(m, flowAt{src: src, sp: &sp, tgt: tgt, d: d, c: proxy.Categorize(&sp, d)})
 	if ch.none != "" {
-		return Expectation{Outcome: ch.none, Why: ch.why}
+		return Expectation{Outcome: ch.none, Why: ch.why}, nil
 	}
 	exp := Expectation{Outcome: traffic.Answered, Backends: map[string][]netip.Addr{}, Why: ch.why, Sticky: sp.AffinitySeconds > 0}
+	seen, localOnly := s.replyAddr(src, tgt)
 	for _, e := range ch.eps {
 		self := e.IP == src.IP
 		if ch.masq || self && s.hairpinMasqueraded(m.nodeOf(e) == d) {
 			exp.Backends[e.String()] = []netip.Addr{m.masqAddr(d, e)}
 			continue
 		}
-		if self || !m.returnsThrough(d, src, e) {
+		if self || !m.returnsThrough(d, src, e) || localOnly && m.nodeOf(e) != d {
 			exp.MayTimeout = true
 			continue
 		}
-		exp.Backends[e.String()] = []netip.Addr{src.IP}
+		exp.Backends[e.String()] = []netip.Addr{seen}
 	}
 	if exp.MayTimeout {
 		exp.Why += "; " + s.lost(d)
 	}
 	if len(exp.Backends) == 0 {
-		return Expectation{Outcome: traffic.Timeout, Why: exp.Why}
+		return Expectation{Outcome: traffic.Timeout, Why: exp.Why}, nil
 	}
-	return exp
+	return exp, ch.eps
 }
 
 // returnsThrough tells whether replies from endpoint e to src's own address pass

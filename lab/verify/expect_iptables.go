@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"net/netip"
+
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
@@ -21,13 +23,19 @@ func (iptablesRules) view(sp proxy.ServicePort, v version.Version) proxy.Service
 
 func (iptablesRules) choose(m *model, f flowAt) choice {
 	src, sp, c, d := f.src, f.sp, f.c, f.d
-	if !c.HasAny {
-		return choice{none: traffic.Refused, why: "no endpoints: KUBE-SERVICES / KUBE-EXTERNAL-SERVICES reject"}
-	}
 	fromPod := src.Kind == lab.KindPod && m.cluster.ClusterCIDR.Contains(src.IP)
 	// srcLocal: the packet's source is an address of d (the node itself).
 	srcLocal := src.Kind == lab.KindNode && src.Node == d
-	if f.tgt.Node == "" {
+	if !c.HasAny {
+		if f.tgt.External != "" && srcLocal {
+			// KUBE-EXTERNAL-SERVICES is jumped to from INPUT and FORWARD only, and
+			// these addresses are not the node's: its own packet leaves for the
+			// node network untranslated, where no one answers it.
+			return choice{none: traffic.Timeout, why: "no endpoints: the node's own packet to an " + f.tgt.External + " address passes no REJECT (KUBE-EXTERNAL-SERVICES is not in OUTPUT) and goes unanswered"}
+		}
+		return choice{none: traffic.Refused, why: "no endpoints: KUBE-SERVICES / KUBE-EXTERNAL-SERVICES reject"}
+	}
+	if f.tgt.isClusterIP() {
 		// A node's own packets leave with its eth0 address, outside the cluster CIDR.
 		masq := m.cluster.MasqueradeAll || !m.cluster.ClusterCIDR.Contains(src.IP)
 		if !sp.InternalLocal {
@@ -38,17 +46,40 @@ func (iptablesRules) choose(m *model, f flowAt) choice {
 		}
 		return choice{eps: c.Local, masq: masq, why: "internalTrafficPolicy Local: endpoints on " + d}
 	}
+	kind := externalKind(f.tgt)
 	switch {
 	case !sp.ExternalLocal:
-		return choice{eps: c.Cluster, masq: true, why: "NodePort, policy Cluster: any endpoint, masqueraded"}
+		return choice{eps: c.Cluster, masq: true, why: kind + ", policy Cluster: any endpoint, masqueraded"}
 	case fromPod:
-		return choice{eps: c.Cluster, why: "NodePort, policy Local, from a pod: short-circuited to the cluster chain"}
+		return choice{eps: c.Cluster, why: kind + ", policy Local, from a pod: short-circuited to the cluster chain"}
 	case srcLocal:
-		return choice{eps: c.Cluster, masq: true, why: "NodePort, policy Local, from the node itself: masqueraded, any endpoint"}
+		return choice{eps: c.Cluster, masq: true, why: kind + ", policy Local, from the node itself: masqueraded, any endpoint"}
 	case len(c.Local) == 0:
 		return choice{none: traffic.Timeout, why: "externalTrafficPolicy Local and no endpoint on " + d + ": dropped"}
 	}
-	return choice{eps: c.Local, why: "NodePort, policy Local: endpoints on " + d + ", client address kept"}
+	return choice{eps: c.Local, why: kind + ", policy Local: endpoints on " + d + ", client address kept"}
+}
+
+// externalKind names an external target in reasons: NodePort, LoadBalancer or
+// externalIP.
+func externalKind(t Target) string {
+	if t.External != "" {
+		return t.External
+	}
+	return "NodePort"
+}
+
+// replyAddr: every flow carries its source's own address.
+func (iptablesRules) replyAddr(src Source, _ Target) (netip.Addr, bool) { return src.IP, false }
+
+// admits: a KUBE-FW- chain (written only while the port has endpoints) sends the
+// sources of its ranges on; the others fall through to KUBE-PROXY-FIREWALL's
+// DROP. A node's own packet carries its eth0 address.
+func (iptablesRules) admits(_ *model, src Source, sp *proxy.ServicePort, c proxy.Categorized) (bool, string) {
+	if !c.HasAny || inRanges(sp.SourceRanges, src.IP) {
+		return true, ""
+	}
+	return false, "source " + src.IP.String() + " is outside loadBalancerSourceRanges: KUBE-FW- lets it fall through to KUBE-PROXY-FIREWALL, which drops it"
 }
 
 // hairpinMasqueraded: every KUBE-SEP chain marks packets from its own endpoint, on

@@ -1,6 +1,8 @@
 package verify
 
 import (
+	"net/netip"
+
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
@@ -40,14 +42,14 @@ func (ipvsRules) view(sp proxy.ServicePort, _ version.Version) proxy.ServicePort
 
 func (ipvsRules) choose(m *model, f flowAt) choice {
 	src, sp, c, d := f.src, f.sp, f.c, f.d
-	nodePort := f.tgt.Node != ""
+	external := !f.tgt.isClusterIP()
 	onlyLocal := sp.InternalLocal
-	if nodePort {
+	if external {
 		onlyLocal = sp.ExternalLocal
 	}
 	eps, why := c.Cluster, "ClusterIP virtual server on "+d+": the cluster endpoints"
-	if nodePort {
-		why = "NodePort virtual server on " + d + ": the cluster endpoints"
+	if external {
+		why = externalKind(f.tgt) + " virtual server on " + d + ": the cluster endpoints"
 	}
 	if onlyLocal {
 		if len(c.Local) > 0 {
@@ -62,7 +64,7 @@ func (ipvsRules) choose(m *model, f flowAt) choice {
 
 	masq := false
 	switch {
-	case !nodePort:
+	case !external:
 		// The source the KUBE-CLUSTER-IP rule sees: a node's connection to a
 		// ClusterIP, a local address, leaves from that address.
 		seen := src.IP
@@ -82,14 +84,40 @@ func (ipvsRules) choose(m *model, f flowAt) choice {
 		}
 	case !sp.ExternalLocal:
 		masq = true
-		why += ", masqueraded (KUBE-NODE-PORT)"
+		why += ", masqueraded (" + map[string]string{"": "KUBE-NODE-PORT", LoadBalancer: "KUBE-LOAD-BALANCER", ExternalIP: "KUBE-EXTERNAL-IP"}[f.tgt.External] + ")"
 	default:
-		why += ", client address kept (KUBE-NODE-PORT-LOCAL)"
+		why += ", client address kept (" + map[string]string{"": "KUBE-NODE-PORT-LOCAL", LoadBalancer: "KUBE-LOAD-BALANCER-LOCAL", ExternalIP: "KUBE-EXTERNAL-IP-LOCAL"}[f.tgt.External] + ")"
 	}
 	if sp.AffinitySeconds > 0 {
 		why += "; ClientIP affinity: persistence"
 	}
 	return choice{eps: eps, masq: masq, why: why}
+}
+
+// replyAddr: external and load balancer IPs are local addresses of every node
+// (on kube-ipvs0), so a node's own connection to one leaves from that very
+// address; its endpoints reply to it, and a reply that reaches another node
+// ends there.
+func (ipvsRules) replyAddr(src Source, tgt Target) (netip.Addr, bool) {
+	if src.Kind == lab.KindNode && tgt.External != "" {
+		return tgt.Addr.Addr(), true
+	}
+	return src.IP, false
+}
+
+// admits: KUBE-PROXY-FIREWALL (from INPUT) sends traffic to a load balancer IP
+// with source ranges through KUBE-SOURCE-RANGES-FIREWALL, which lets the
+// ranges' sources on and drops the rest, endpoints or not. A node's own
+// connection leaves from the IP itself: allowed (KUBE-LOAD-BALANCER-SOURCE-IP)
+// when the node's address is in a range, else dropped by KUBE-IPVS-OUT-FILTER.
+func (ipvsRules) admits(_ *model, src Source, sp *proxy.ServicePort, _ proxy.Categorized) (bool, string) {
+	if inRanges(sp.SourceRanges, src.IP) {
+		return true, ""
+	}
+	if src.Kind == lab.KindNode {
+		return false, "the node's address is outside loadBalancerSourceRanges: KUBE-IPVS-OUT-FILTER drops its connections from the IP to itself"
+	}
+	return false, "source " + src.IP.String() + " is outside loadBalancerSourceRanges: KUBE-SOURCE-RANGES-FIREWALL drops it"
 }
 
 // hairpinMasqueraded: KUBE-LOOP-BACK holds the node's own endpoints, so a pod

@@ -21,8 +21,8 @@ func TestExpectIPVSPolicies(t *testing.T) {
 		// externalTrafficPolicy Local from outside: the local endpoint, client
 		// address kept; node-3 has none, and its virtual server sends to the
 		// others without masquerade: their replies bypass node-3.
-		{"lb", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.100)"},
-		{"lb", "default/edge:http", "node-3", traffic.Timeout, ""},
+		{"remote", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.100)"},
+		{"remote", "default/edge:http", "node-3", traffic.Timeout, ""},
 		// The same from a pod on node-3 answers (kubernetes#97081): replies to a pod
 		// come back through its node.
 		{"probe-3", "default/edge:http", "node-3", traffic.Answered, "10.244.1.2:8080 (src 10.244.3.3), 10.244.2.2:8080 (src 10.244.3.3)"},
@@ -34,7 +34,7 @@ func TestExpectIPVSPolicies(t *testing.T) {
 		// A node reaching its own Local NodePort is not masqueraded.
 		{"node-1", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.11)"},
 		// Terminating but serving: kube-proxy falls back to it.
-		{"lb", "default/draining", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
+		{"remote", "default/draining", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
 		// Affinity: one of the backends.
 		{"probe-1", "default/sticky", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
 	})

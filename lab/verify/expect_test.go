@@ -99,13 +99,13 @@ func TestExpectIPTablesPolicies(t *testing.T) {
 		{"probe-3", "default/node-local:http", "", traffic.Timeout, ""},
 		// externalTrafficPolicy Local from outside: local endpoints, client address kept;
 		// none on node-3.
-		{"lb", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.100)"},
-		{"lb", "default/edge:http", "node-3", traffic.Timeout, ""},
+		{"remote", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 192.168.7.100)"},
+		{"remote", "default/edge:http", "node-3", traffic.Timeout, ""},
 		// A pod on node-3 to node-1's Local NodePort: short-circuited to every
 		// endpoint unmasqueraded; api-2's replies bypass node-1.
 		{"probe-3", "default/edge:http", "node-1", traffic.Answered, "10.244.1.2:8080 (src 10.244.3.3); others time out"},
 		// Terminating but serving: kube-proxy falls back to it.
-		{"lb", "default/draining", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
+		{"remote", "default/draining", "node-1", traffic.Answered, "10.244.3.2:8080 (src 192.168.7.11)"},
 		// Affinity: one of the backends.
 		{"probe-1", "default/sticky", "", traffic.Answered, "one of 10.244.1.2:8080 (src 10.244.1.3), 10.244.2.2:8080 (src 10.244.1.3)"},
 	})

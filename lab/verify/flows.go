@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 
@@ -145,6 +146,14 @@ func (r *flowsReader) flow(path string, e flowEntry, topo string) (Flow, bool) {
 			tgt.Node = n.Name
 		}
 	}
+	for _, sp := range r.ports {
+		switch {
+		case slices.Contains(sp.LoadBalancerIPs, to.Addr()):
+			tgt.External = LoadBalancer
+		case slices.Contains(sp.ExternalIPs, to.Addr()):
+			tgt.External = ExternalIP
+		}
+	}
 	f := Flow{Name: e.Name, Source: src, Target: tgt, To: to.String() + "/" + protocol, Protocol: protocol, Candidates: backends, Expected: exp}
 	if sp, ok := r.servicePort(tgt, protocol); ok {
 		// Dialling a Service, the rules may pick any of its endpoints, so the
@@ -152,6 +161,12 @@ func (r *flowsReader) flow(path string, e flowEntry, topo string) (Flow, bool) {
 		f.Service = sp.Name.String(version.Default)
 		f.To = tgt.String()
 		f.Candidates = max(backends, len(sp.Endpoints))
+		if tgt.External != "" {
+			// Through a load balancer or a multipath route, a flow may enter at
+			// any node, each picking among its own endpoints: no backend is
+			// reached less often than one in nodes x endpoints.
+			f.Candidates = max(backends, len(r.nodes)*len(sp.Endpoints))
+		}
 		f.Expected.Sticky = exp.Outcome == traffic.Answered && sp.AffinitySeconds > 0
 	}
 	if f.Name == "" {
@@ -271,8 +286,8 @@ func (r *flowsReader) sources(path string, v any, backends map[string][]netip.Ad
 	}
 }
 
-// servicePort is the Service port a flow to tgt dials, if any: a ClusterIP:port, or
-// a node's address and a nodePort.
+// servicePort is the Service port a flow to tgt dials, if any: a ClusterIP:port, a
+// node's address and a nodePort, or an ingress or external IP and the port.
 func (r *flowsReader) servicePort(tgt Target, protocol string) (proxy.ServicePort, bool) {
 	for _, sp := range r.ports {
 		if string(sp.Protocol) != protocol {
@@ -280,7 +295,9 @@ func (r *flowsReader) servicePort(tgt Target, protocol string) (proxy.ServicePor
 		}
 		clusterIP := netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port)) == tgt.Addr
 		nodePort := tgt.Node != "" && sp.NodePort != 0 && int(tgt.Addr.Port()) == sp.NodePort
-		if clusterIP || nodePort {
+		external := int(tgt.Addr.Port()) == sp.Port &&
+			(slices.Contains(sp.LoadBalancerIPs, tgt.Addr.Addr()) || slices.Contains(sp.ExternalIPs, tgt.Addr.Addr()))
+		if clusterIP || nodePort || external {
 			return sp, true
 		}
 	}

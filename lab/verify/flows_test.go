@@ -61,7 +61,7 @@ flows:
   - from: probe-1
     to: 10.96.0.5:80
     expect: [10.244.1.2:8080, 10.244.2.2:8080]
-  - from: lb
+  - from: remote
     to: 192.168.7.11:30000
     expect: [10.244.1.2:8080]
     source: 192.168.7.100
@@ -90,7 +90,7 @@ flows:
 	}{
 		{"pod probe-1 -> default/sticky ClusterIP 10.96.0.5:80", "ClusterIP 10.96.0.5:80", "default/sticky",
 			"one of 10.244.1.2:8080, 10.244.2.2:8080", traffic.Answered, true, 2},
-		{"client lb -> default/edge:http NodePort 192.168.7.11:30000 (node-1)", "NodePort 192.168.7.11:30000 (node-1)", "default/edge:http",
+		{"client remote -> default/edge:http NodePort 192.168.7.11:30000 (node-1)", "NodePort 192.168.7.11:30000 (node-1)", "default/edge:http",
 			"10.244.1.2:8080 (src 192.168.7.100)", traffic.Answered, false, 2},
 		{"pod probe-3 -> default/edge:dns NodePort 192.168.7.13:30001 (node-3)", "NodePort 192.168.7.13:30001 (node-3)", "default/edge:dns",
 			"10.244.1.2:5353, 10.244.2.2:5353 (src 10.244.3.3)", traffic.Answered, false, 2},

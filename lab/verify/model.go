@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"net/netip"
 
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/version"
@@ -37,6 +38,15 @@ type semantics interface {
 	// lost is the reason given when replies of some endpoints the rules pick
 	// bypass d, the node that translated the request.
 	lost(d string) string
+	// replyAddr is the source address an unmasqueraded flow from src to tgt
+	// carries, the one its endpoints see and reply to; localOnly tells that
+	// only endpoints on the translating node can answer it (replies to an
+	// address every node holds end at the endpoint's own node).
+	replyAddr(src Source, tgt Target) (addr netip.Addr, localOnly bool)
+	// admits tells whether the source ranges of a load balancer IP let the flow
+	// in at its translating node (c: the port's endpoints for that node), and
+	// why not.
+	admits(m *model, src Source, sp *proxy.ServicePort, c proxy.Categorized) (bool, string)
 }
 
 // semanticsOf is what verify knows of model m.

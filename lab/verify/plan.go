@@ -42,7 +42,9 @@ type Flow struct {
 
 // Derive plans every flow of topology t under model m and the cluster-wide
 // settings c (kube-proxy release, masquerade-all): from each node, pod and client
-// to each ClusterIP:port and each node:nodePort. It needs neither root nor a lab.
+// to each ClusterIP:port, each node:nodePort, each load balancer ingress IP:port
+// (a client's through the lab's load balancer) and each external IP:port. It
+// needs neither root nor a lab.
 func Derive(t *topology.Topology, m proxy.Model, c proxy.Config) Plan {
 	mod := newModel(t, c)
 	rules := mustSemantics(m)
@@ -54,6 +56,12 @@ func Derive(t *topology.Topology, m proxy.Model, c proxy.Config) Plan {
 			for _, n := range t.Nodes {
 				targets = append(targets, Target{Node: n.Name, Addr: netip.AddrPortFrom(n.IP, uint16(sp.NodePort))})
 			}
+		}
+		for _, a := range sp.LoadBalancerIPs {
+			targets = append(targets, Target{Addr: netip.AddrPortFrom(a, uint16(sp.Port)), External: LoadBalancer})
+		}
+		for _, a := range sp.ExternalIPs {
+			targets = append(targets, Target{Addr: netip.AddrPortFrom(a, uint16(sp.Port)), External: ExternalIP})
 		}
 		service := sp.Name.String(version.Default)
 		for _, src := range sources {

@@ -127,20 +127,11 @@ func Execute(ctx context.Context, l *lab.Lab, p Plan, label string) ([]Check, er
 		}
 		groups[g] = append(groups[g], i)
 	}
-	for _, group := range groups {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			for _, i := range group {
-				checks[i] = check(ctx, flows[i], netns[i], label, nil)
-			}
-		}()
-	}
-	wg.Wait()
-	// Refused flows: one client's checks in sequence within its ICMP budget,
-	// different clients side by side.
+	// Refused flows first, while every node still has its whole budget of ICMP
+	// errors for each client: one client's checks in sequence within that
+	// budget, different clients side by side. Answered flows that a node
+	// forwards out of the interface they came in by make it send their client
+	// ICMP redirects, which spend the same budget (see README).
 	bySource := map[netip.Addr][]int{}
 	for _, i := range refused {
 		src := flows[i].Source.IP
@@ -157,12 +148,29 @@ func Execute(ctx context.Context, l *lab.Lab, p Plan, label string) ([]Check, er
 		}()
 	}
 	wg.Wait()
+	for _, group := range groups {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			for _, i := range group {
+				checks[i] = check(ctx, flows[i], netns[i], label, nil)
+			}
+		}()
+	}
+	wg.Wait()
 	return checks, ctx.Err()
 }
 
 // scheduler names the virtual server that picks the flow's backend: the node the
-// flow is addressed to, or for a ClusterIP the source's own node.
+// flow is addressed to, or for a ClusterIP the source's own node. Flows to an
+// ingress or external IP may enter at any of several nodes: they share one
+// name, the address's.
 func (f Flow) scheduler() string {
+	if f.Target.External != "" {
+		return f.Target.Addr.String()
+	}
 	node := f.Target.Node
 	if node == "" {
 		node = f.Source.Node
@@ -214,7 +222,17 @@ func attemptsFor(k, n int) int {
 	if n <= 1 {
 		return 1
 	}
-	return int(math.Ceil(math.Log(missRate/float64(k)) / math.Log(1-1/float64(n))))
+	return attemptsForShare(k, 1/float64(n))
+}
+
+// attemptsForShare is how many new connections make sure, but for missRate, that
+// each of k endpoints, every one reached with chance at least p per connection,
+// is seen.
+func attemptsForShare(k int, p float64) int {
+	if p >= 1 {
+		return 1
+	}
+	return int(math.Ceil(math.Log(missRate/float64(k)) / math.Log(1-p)))
 }
 
 // check makes one flow's attempts from the namespace netns.
@@ -234,6 +252,9 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 			dial.Timeout = bypassTimeout
 		}
 		attempts = attemptsFor(len(exp.Backends), max(f.Candidates, len(exp.Backends)))
+		if exp.MinShare > 0 {
+			attempts = attemptsForShare(len(exp.Backends), exp.MinShare)
+		}
 	case exp.Outcome == traffic.Refused:
 		attempts = refuseAttempts
 	case exp.Outcome == traffic.Timeout:
@@ -271,7 +292,7 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 		case out != exp.Outcome:
 			ok = false
 		}
-		if exp.Outcome == traffic.Answered && !exp.Sticky && accounted && obs.covers(exp.Backends) ||
+		if exp.Outcome == traffic.Answered && !exp.Sticky && !exp.SomeOf && accounted && obs.covers(exp.Backends) ||
 			exp.Outcome == traffic.Refused && out == traffic.Refused {
 			break
 		}
@@ -286,6 +307,8 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 		// backends' replies are lost, possibly to one of those every time.
 		ok = ok && (len(obs.backends) == 1 && len(obs.outcomes) == 0 ||
 			exp.MayTimeout && len(obs.backends) == 0)
+	case exp.SomeOf:
+		ok = ok && (len(obs.backends) > 0 || exp.MayTimeout)
 	default:
 		ok = ok && obs.covers(exp.Backends)
 	}

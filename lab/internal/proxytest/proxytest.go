@@ -73,8 +73,10 @@ type Step struct {
 // frontend a reader must tell apart: ClusterIP and NodePort, UDP, a multi-port
 // Service, no endpoints, not-ready endpoints, internal and external Local policy
 // with and without a local endpoint, the fallback to serving terminating
-// endpoints (cluster-wide and local), ClientIP affinity; the steps add and remove
-// endpoints and Services and change a timeout.
+// endpoints (cluster-wide and local), ClientIP affinity, external IPs and load
+// balancer IPs with and without source ranges (LoadBalancers); the steps add and
+// remove endpoints and Services, change a timeout, a load balancer IP and its
+// ranges.
 func Sequence() []Step {
 	nodePort := func(sp proxy.ServicePort, np int, externalLocal bool) proxy.ServicePort {
 		sp.NodePort, sp.ExternalLocal = np, externalLocal
@@ -113,7 +115,9 @@ func Sequence() []Step {
 		Endpoint("10.244.2.31", 6379, "node-2")))
 	draining := Port("default", "draining", "", corev1.ProtocolTCP, "10.96.0.110", 80,
 		Terminating("10.244.1.40", 8080, "node-1"), Terminating("10.244.2.40", 8080, "node-2"), notServing)
-	s0 := []proxy.ServicePort{Web(), dnsUDP, dnsTCP, edge, edgeRemote, edgeDraining, empty, unready, sticky, cache, cacheRemote, draining}
+	lbLocal, lbCluster, lbRemote, lbEmpty, extLocal := LoadBalancers()
+	s0 := []proxy.ServicePort{Web(), dnsUDP, dnsTCP, edge, edgeRemote, edgeDraining, empty, unready, sticky, cache, cacheRemote, draining,
+		lbLocal, lbCluster, lbRemote, lbEmpty, extLocal}
 
 	web1 := Web()
 	web1.Endpoints = append(web1.Endpoints, Endpoint("10.244.2.11", 8080, "node-2"))
@@ -127,26 +131,75 @@ func Sequence() []Step {
 	empty1.Endpoints = []proxy.Endpoint{Endpoint("10.244.2.100", 80, "node-2")}
 	sticky1 := sticky
 	sticky1.Endpoints = sticky.Endpoints[1:]
-	s1 := []proxy.ServicePort{web1, dnsUDP1, dnsTCP, edge, edgeRemote1, edgeDraining, empty1, unready, sticky1, cache, cacheRemote1, draining}
+	lbCluster1 := lbCluster
+	lbCluster1.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("192.168.1.245")}
+	lbCluster1.SourceRanges = lbCluster.SourceRanges[:1]
+	lbRemote1 := lbRemote
+	lbRemote1.Endpoints = append([]proxy.Endpoint{Endpoint("10.244.1.142", 8080, "node-1")}, lbRemote.Endpoints...)
+	s1 := []proxy.ServicePort{web1, dnsUDP1, dnsTCP, edge, edgeRemote1, edgeDraining, empty1, unready, sticky1, cache, cacheRemote1, draining,
+		lbLocal, lbCluster1, lbRemote1, lbEmpty, extLocal}
 
 	web2 := Web()
 	web2.Endpoints = web2.Endpoints[1:]
 	draining2 := draining
 	draining2.Endpoints = append(slices.Clone(draining.Endpoints), Endpoint("10.244.2.42", 8080, "node-2"))
 	fresh := Port("default", "fresh", "", corev1.ProtocolTCP, "10.96.0.130", 80, Endpoint("10.244.2.70", 80, "node-2"))
-	s2 := []proxy.ServicePort{web2, edgeRemote1, edgeDraining, empty1, unready, sticky1, cache, cacheRemote1, draining2, fresh}
+	s2 := []proxy.ServicePort{web2, edgeRemote1, edgeDraining, empty1, unready, sticky1, cache, cacheRemote1, draining2, fresh,
+		lbLocal, lbCluster1, lbRemote1, extLocal}
 
 	web3 := Web()
 	web3.Endpoints = nil
 	edgeDraining3 := edgeDraining
 	edgeDraining3.Endpoints = edgeDraining.Endpoints[1:]
 	sticky3 := affinity(sticky1, 30)
-	s3 := []proxy.ServicePort{web3, edgeRemote1, edgeDraining3, empty1, unready, sticky3, cache, cacheRemote1, draining2, fresh}
+	lbLocal3 := lbLocal
+	lbLocal3.Endpoints = lbLocal.Endpoints[1:]
+	s3 := []proxy.ServicePort{web3, edgeRemote1, edgeDraining3, empty1, unready, sticky3, cache, cacheRemote1, draining2, fresh,
+		lbLocal3, lbCluster1, lbRemote1, extLocal}
 
 	return []Step{
 		{"every kind of Service", s0},
-		{"endpoints added and removed", s1},
+		{"endpoints added and removed, a load balancer IP and its source ranges changed", s1},
 		{"Services removed and added, fallback ended", s2},
 		{"last endpoint gone, local terminating gone, affinity timeout changed", s3},
 	}
+}
+
+// LoadBalancers are Services reached by addresses of their own, as node-1 sees
+// them: a Local LoadBalancer with endpoints on node-1 and node-2 whose source
+// range holds node-1's address; a Cluster one without node ports
+// (allocateLoadBalancerNodePorts: false) that has an external IP too and source
+// ranges without node-1; a Local one with no endpoint on node-1; one without
+// endpoints; and a ClusterIP Service whose external IP has policy Local.
+func LoadBalancers() (lbLocal, lbCluster, lbRemote, lbEmpty, extLocal proxy.ServicePort) {
+	addrs := func(s ...string) []netip.Addr {
+		var out []netip.Addr
+		for _, a := range s {
+			out = append(out, netip.MustParseAddr(a))
+		}
+		return out
+	}
+	ranges := func(s ...string) []netip.Prefix {
+		var out []netip.Prefix
+		for _, p := range s {
+			out = append(out, netip.MustParsePrefix(p))
+		}
+		return out
+	}
+	lbLocal = Port("default", "lb-local", "http", corev1.ProtocolTCP, "10.96.0.140", 80,
+		Endpoint("10.244.1.140", 8080, "node-1"), Endpoint("10.244.2.140", 8080, "node-2"))
+	lbLocal.NodePort, lbLocal.ExternalLocal, lbLocal.HealthCheckNodePort = 30140, true, 32140
+	lbLocal.LoadBalancerIPs, lbLocal.SourceRanges = addrs("192.168.1.240"), ranges("192.168.1.0/24")
+	lbCluster = Port("default", "lb-cluster", "http", corev1.ProtocolTCP, "10.96.0.141", 80, Endpoint("10.244.2.141", 8080, "node-2"))
+	lbCluster.LoadBalancerIPs, lbCluster.SourceRanges = addrs("192.168.1.241"), ranges("203.0.113.0/24", "10.0.0.0/8")
+	lbCluster.ExternalIPs = addrs("203.0.113.141")
+	lbRemote = Port("default", "lb-remote", "http", corev1.ProtocolTCP, "10.96.0.142", 80, Endpoint("10.244.2.142", 8080, "node-2"))
+	lbRemote.NodePort, lbRemote.ExternalLocal, lbRemote.HealthCheckNodePort = 30142, true, 32142
+	lbRemote.LoadBalancerIPs, lbRemote.SourceRanges = addrs("192.168.1.242"), ranges("192.168.1.0/24")
+	lbEmpty = Port("default", "lb-empty", "http", corev1.ProtocolTCP, "10.96.0.143", 80)
+	lbEmpty.NodePort = 30143
+	lbEmpty.LoadBalancerIPs, lbEmpty.SourceRanges = addrs("192.168.1.243"), ranges("10.0.0.0/8")
+	extLocal = Port("default", "ext-local", "http", corev1.ProtocolTCP, "10.96.0.144", 80, Endpoint("10.244.1.144", 8080, "node-1"))
+	extLocal.ExternalIPs, extLocal.ExternalLocal = addrs("203.0.113.144"), true
+	return lbLocal, lbCluster, lbRemote, lbEmpty, extLocal
 }

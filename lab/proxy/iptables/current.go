@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"net/netip"
 	"strconv"
 
 	"github.com/svclab/svclab/lab/proxy"
@@ -8,9 +9,10 @@ import (
 )
 
 // generateCurrent writes the layout kube-proxy has used since 1.24: KUBE-SVC- (policy
-// Cluster), KUBE-SVL- (policy Local) and KUBE-EXT- (external traffic) per port,
-// KUBE-SEP- per endpoint; the masquerade rule of a ClusterIP sits in its policy
-// chain. It follows syncProxyRules of kube-proxy 1.37.
+// Cluster), KUBE-SVL- (policy Local), KUBE-EXT- (external traffic: NodePorts,
+// external IPs, load balancer IPs) and KUBE-FW- (load balancer source ranges) per
+// port, KUBE-SEP- per endpoint; the masquerade rule of a ClusterIP sits in its
+// policy chain. It follows syncProxyRules of kube-proxy 1.37.
 func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 	v := c.Version
 	b := newBuilder()
@@ -132,6 +134,39 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 			"-m", proto, "-p", proto, "-d", sp.ClusterIP.String(), "--dport", port, "-j", internalTarget)
 	}
 
+	// External IPs and load balancer IPs take external traffic, as NodePorts do;
+	// a load balancer IP with source ranges goes through its firewall chain
+	// first, whose sources that fall through are dropped in the filter table.
+	addrMatch := func(a netip.Addr) []string {
+		return []string{"-m", proto, "-p", proto, "-d", a.String(), "--dport", port}
+	}
+	for _, a := range sp.ExternalIPs {
+		if cat.HasAny {
+			b.add("nat", "KUBE-SERVICES", words([]string{"-m", "comment", "--comment", n.portName + " external IP"}, addrMatch(a), []string{"-j", n.ext})...)
+		}
+		if !hasExternal {
+			b.add("filter", "KUBE-EXTERNAL-SERVICES", words([]string{"-m", "comment", "--comment", externalComment}, addrMatch(a), []string{"-j", externalTarget})...)
+		}
+	}
+	usesFWChain := cat.HasAny && sp.UsesFirewall()
+	loadBalancerChain := n.ext
+	if usesFWChain {
+		loadBalancerChain = n.fw
+	}
+	for _, a := range sp.LoadBalancerIPs {
+		if cat.HasAny {
+			b.add("nat", "KUBE-SERVICES", words([]string{"-m", "comment", "--comment", n.portName + " loadbalancer IP"}, addrMatch(a), []string{"-j", loadBalancerChain})...)
+		}
+		if usesFWChain {
+			b.add("filter", "KUBE-PROXY-FIREWALL", words([]string{"-m", "comment", "--comment", n.portName + " traffic not accepted by " + n.fw}, addrMatch(a), []string{"-j", "DROP"})...)
+		}
+	}
+	if !hasExternal {
+		for _, a := range sp.LoadBalancerIPs {
+			b.add("filter", "KUBE-EXTERNAL-SERVICES", words([]string{"-m", "comment", "--comment", externalComment}, addrMatch(a), []string{"-j", externalTarget})...)
+		}
+	}
+
 	if sp.NodePort != 0 {
 		nodePort := strconv.Itoa(sp.NodePort)
 		if cat.HasAny {
@@ -192,6 +227,25 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 		if hasExternal {
 			b.add("nat", n.ext, "-j", externalChain)
 		}
+	}
+
+	if usesFWChain {
+		// Allowed sources go on to the external chain. A node in one of the
+		// ranges may also reach the load balancer IP from itself, with the IP
+		// as its source when it holds it as a local address.
+		b.declare("nat", n.fw, svc)
+		comment := []string{"-m", "comment", "--comment", n.portName + " loadbalancer IP"}
+		allowFromNode := false
+		for _, r := range sp.SourceRanges {
+			b.add("nat", n.fw, words(comment, []string{"-s", r.String(), "-j", n.ext})...)
+			allowFromNode = allowFromNode || r.Contains(c.Node.IP)
+		}
+		if allowFromNode {
+			for _, a := range sp.LoadBalancerIPs {
+				b.add("nat", n.fw, words(comment, []string{"-s", a.String(), "-j", n.ext})...)
+			}
+		}
+		b.add("nat", n.fw, "-m", "comment", "--comment", "other traffic to "+n.portName+" will be dropped by KUBE-PROXY-FIREWALL")
 	}
 
 	if usesClusterChain {

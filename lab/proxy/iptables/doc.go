@@ -10,11 +10,12 @@
 // without "/32", the mark stays "0x00004000", the MASQUERADE rule's comment keeps
 // its quotes), for the features svclab models: ClusterIP, NodePort, TCP, UDP and
 // SCTP ports, externalTrafficPolicy and internalTrafficPolicy, ClientIP affinity,
-// health check node ports, terminating endpoints, --masquerade-all,
-// --cluster-cidr (detect-local-mode ClusterCIDR), the default masquerade bit 14,
-// localhost NodePorts on and nodePortAddresses unset. External IPs, load-balancer
-// addresses (and so KUBE-FW- chains and loadBalancerSourceRanges), topology hints,
-// IPv6 and other detect-local modes are not modelled. The order of rules within a
+// health check node ports, terminating endpoints, external IPs, load balancer
+// IPs and their loadBalancerSourceRanges (KUBE-FW- chains, KUBE-PROXY-FIREWALL;
+// from 1.24 on only), --masquerade-all, --cluster-cidr (detect-local-mode
+// ClusterCIDR), the default masquerade bit 14, localhost NodePorts on and
+// nodePortAddresses unset. Topology hints, IPv6 and other detect-local modes are
+// not modelled. The order of rules within a
 // chain is kube-proxy's; Services are taken in the order kube-proxy's own tests
 // sort them by (kube-proxy itself walks a Go map) and chains are listed in that
 // order too (KUBE-NODEPORTS, KUBE-SERVICES, other KUBE- chains by name).

@@ -77,6 +77,13 @@ func Generate(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 		}
 	}
 	sorted := sortedPorts(ports)
+	if !c.Version.AtLeast(1, 24) {
+		for i := range sorted {
+			if len(sorted[i].ExternalIPs) > 0 || len(sorted[i].LoadBalancerIPs) > 0 {
+				return nil, fmt.Errorf("service port %s: svclab reproduces the rules of external IPs and load balancer IPs for kube-proxy 1.24 and later, not %s", sorted[i].Name.String(c.Version), c.Version)
+			}
+		}
+	}
 	if c.Version.AtLeast(1, 24) {
 		return generateCurrent(c, sorted)
 	}

@@ -48,6 +48,39 @@ func local() proxy.ServicePort {
 	return sp
 }
 
+// loadBalancerPorts are Services reached from outside by addresses of their
+// own: a Local LoadBalancer with a local endpoint whose source ranges hold the
+// node's address, a Cluster one whose range does not, a Service whose external
+// IP has policy Local and no endpoint on node-1, and a LoadBalancer without
+// endpoints.
+func loadBalancerPorts() (lbLocal, lbCluster, externalLocal, lbEmpty proxy.ServicePort) {
+	lbLocal = local()
+	lbLocal.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("192.168.1.240")}
+	lbLocal.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.168.1.0/24"), netip.MustParsePrefix("10.0.0.0/8")}
+	lbCluster = web()
+	lbCluster.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("192.168.1.241")}
+	lbCluster.SourceRanges = []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24")}
+	externalLocal = port("default", "ext", "http", corev1.ProtocolTCP, "10.96.0.60", 80, ep("10.244.2.60", 8080, "node-2"))
+	externalLocal.ExternalIPs = []netip.Addr{netip.MustParseAddr("203.0.113.10")}
+	externalLocal.ExternalLocal = true
+	lbEmpty = port("default", "lb-empty", "", corev1.ProtocolTCP, "10.96.0.70", 80)
+	lbEmpty.NodePort = 30070
+	lbEmpty.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("192.168.1.242")}
+	lbEmpty.SourceRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	return lbLocal, lbCluster, externalLocal, lbEmpty
+}
+
+// TestLoadBalancersNeedCurrentLayout: the old layout's rules for external and
+// load balancer IPs are not reproduced, and saying so beats leaving them out.
+func TestLoadBalancersNeedCurrentLayout(t *testing.T) {
+	lbLocal, _, externalLocal, _ := loadBalancerPorts()
+	for _, sp := range []proxy.ServicePort{lbLocal, externalLocal} {
+		if _, err := Generate(ConfigFor(target(node1, v118)), []proxy.ServicePort{sp}); err == nil || !strings.Contains(err.Error(), "1.24 and later") {
+			t.Errorf("%s at 1.18: err = %v, want a refusal", sp.Name.Name, err)
+		}
+	}
+}
+
 func withAffinity(sp proxy.ServicePort, seconds int) proxy.ServicePort {
 	sp.AffinitySeconds = seconds
 	return sp
@@ -94,6 +127,7 @@ func goldenCases() []goldenCase {
 		ep("10.244.2.6", 80, "node-2"), ep("10.244.2.7", 80, "node-2"))
 	masqAll := target(node1, v137)
 	masqAll.Config.KubeProxy.IPTables.MasqueradeAll = true
+	lbLocal, lbCluster, externalLocal, lbEmpty := loadBalancerPorts()
 
 	return []goldenCase{
 		{"web-node-1", target(node1, v137), []proxy.ServicePort{web()}},
@@ -115,6 +149,7 @@ func goldenCases() []goldenCase {
 		{"udp-dns", target(node1, v137), []proxy.ServicePort{dns, dnsTCP}},
 		{"multi-port", target(node1, v137), []proxy.ServicePort{web(), https}},
 		{"masquerade-all", masqAll, []proxy.ServicePort{web()}},
+		{"load-balancers", target(node1, v137), []proxy.ServicePort{lbLocal, lbCluster, externalLocal, lbEmpty}},
 	}
 }
 

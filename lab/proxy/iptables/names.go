@@ -53,6 +53,7 @@ type portNames struct {
 	svc      string
 	svl      string
 	ext      string
+	fw       string
 	xlb      string
 	// seps caches KUBE-SEP- names by endpoint: an endpoint's name is written
 	// by its own chain and by every policy chain that jumps to it.
@@ -68,7 +69,7 @@ func namesOf(sp *proxy.ServicePort, v version.Version) portNames {
 	// the release prints it and the lower-case protocol: the same text for
 	// every prefix.
 	h := hash16(n.portName + n.protocol)
-	n.svc, n.svl, n.ext, n.xlb = prefixSVC+h, prefixSVL+h, prefixEXT+h, prefixXLB+h
+	n.svc, n.svl, n.ext, n.fw, n.xlb = prefixSVC+h, prefixSVL+h, prefixEXT+h, prefixFW+h, prefixXLB+h
 	n.seps = map[string]string{}
 	return n
 }

@@ -18,12 +18,15 @@ import (
 // kube-proxy's iptables mode lays them out, from iptables-save of the nat and
 // filter tables run inside ns. Both layouts are understood: the current one
 // (1.24 and later: KUBE-SVC-, KUBE-SVL-, KUBE-EXT-, KUBE-FW- and KUBE-SEP- chains,
-// REJECT and DROP in filter's KUBE-SERVICES and KUBE-EXTERNAL-SERVICES) and the
+// REJECT and DROP in filter's KUBE-SERVICES, KUBE-EXTERNAL-SERVICES and
+// KUBE-PROXY-FIREWALL) and the
 // older KUBE-XLB- one, whose Local policy without local endpoints jumps to
 // KUBE-MARK-DROP.
 //
 // Frontends are the rules of nat KUBE-SERVICES that match a destination address,
-// protocol and port (ClusterIPs), those of nat KUBE-NODEPORTS that match a
+// protocol and port (ClusterIPs, external IPs, load balancer IPs; a load balancer
+// IP that jumps to a KUBE-FW- chain forwards from that chain's source ranges
+// only), those of nat KUBE-NODEPORTS that match a
 // protocol and port and no address (NodePorts; the copies for 127.0.0.0/8 are
 // left out), and the REJECT and DROP rules of the filter table. From each, the
 // chains are followed as a new connection from outside the cluster (not a pod,
@@ -89,7 +92,14 @@ func readSaved(natSave, filterSave []byte) (proxy.ServiceMap, error) {
 		}
 	}
 	for _, r := range filter["KUBE-EXTERNAL-SERVICES"] {
-		if f, ok := nodePortFrontend(r); ok && r.dstType == "LOCAL" {
+		if f, ok := addressFrontend(r); ok {
+			note(f, r)
+		} else if f, ok := nodePortFrontend(r); ok && r.dstType == "LOCAL" {
+			note(f, r)
+		}
+	}
+	for _, r := range filter["KUBE-PROXY-FIREWALL"] {
+		if f, ok := addressFrontend(r); ok {
 			note(f, r)
 		}
 	}
@@ -97,13 +107,23 @@ func readSaved(natSave, filterSave []byte) (proxy.ServiceMap, error) {
 	out := proxy.ServiceMap{}
 	w := walker{nat: nat}
 	for f, rules := range entries {
+		// A load balancer IP with source ranges: the ranges are its firewall
+		// chain's, and what those sources meet is where that chain sends them.
+		var ranges []netip.Prefix
+		if len(rules) == 1 {
+			if rs, target, ok := firewallOf(nat[rules[0].target], f.Addr); ok {
+				jump := *rules[0]
+				jump.target = target
+				rules, ranges = []*savedRule{&jump}, rs
+			}
+		}
 		o, err := w.walk(rules, 0)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
 		switch o.end {
 		case endDNAT:
-			out[f] = proxy.Forwarded(o.backends, o.affinity)
+			out[f] = proxy.Forwarded(o.backends, o.affinity).FirewalledBy(ranges)
 		case endDrop:
 			out[f] = proxy.Forwarding{Verdict: proxy.Drop}
 		case endReject:
@@ -122,6 +142,34 @@ func readSaved(natSave, filterSave []byte) (proxy.ServiceMap, error) {
 		}
 	}
 	return out, nil
+}
+
+// firewallOf reads a KUBE-FW- chain: rules that send each allowed source range to
+// one chain, target, and rules that only comment (the packets that fall through
+// are dropped in the filter table). The frontend's own address as a source (a
+// node reaching the load balancer IP it holds) is not a range of outside
+// sources and is left out. ok is false for any other chain.
+func firewallOf(chain []*savedRule, self netip.Addr) (ranges []netip.Prefix, target string, ok bool) {
+	for _, r := range chain {
+		switch {
+		case r.target == "" && !r.conditional():
+		case r.target != "" && r.src != "" && !strings.HasPrefix(r.src, "!") && r.srcType == "" && !r.random && !r.recentCheck && r.other == "":
+			if target != "" && r.target != target {
+				return nil, "", false
+			}
+			target = r.target
+			p, err := netip.ParsePrefix(r.src)
+			if err != nil {
+				return nil, "", false
+			}
+			if p != netip.PrefixFrom(self, 32) {
+				ranges = append(ranges, p)
+			}
+		default:
+			return nil, "", false
+		}
+	}
+	return ranges, target, target != ""
 }
 
 // refusedBy tells whether r refuses every new connection it matches.

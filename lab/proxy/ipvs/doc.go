@@ -6,7 +6,9 @@
 //
 //   - A dummy link kube-ipvs0, left down, holding every ClusterIP as a /32, so the
 //     node takes packets to them; addresses no Service needs any more are removed.
-//   - A virtual server per ClusterIP:port and per node address:nodePort, the node
+//   - A virtual server per ClusterIP:port, per external IP:port and load balancer
+//     ingress IP:port (bound to kube-ipvs0 as ClusterIPs are, unless the node
+//     holds the address), and per node address:nodePort, the node
 //     addresses being every local IPv4 address but loopback and kube-ipvs0's
 //     (nodePortAddresses unset): eth0's node IP and cni0's address in a lab. The
 //     scheduler is Options.Scheduler (rr by default; wrr, lc, wlc, sh, dh, sed, nq
@@ -47,9 +49,13 @@
 //   - ipsets are written over netlink (nfnetlink), not with the ipset program;
 //     their contents are the same.
 //   - Draining real servers are checked every second rather than every minute.
-//   - Not modelled: external IPs, load-balancer ingress addresses and source
-//     ranges (their sets stay empty, as on a node without such Services),
-//     strictARP, IPVS timeouts (ipvsadm --set), --ipvs-exclude-cidrs, IPv6,
+//   - External IPs and load balancer IPs follow the external policy, with the
+//     sets kube-proxy fills for them (KUBE-EXTERNAL-IP, -LOCAL,
+//     KUBE-LOAD-BALANCER, -LOCAL, -FW, -SOURCE-CIDR, -SOURCE-IP), its rules for
+//     them (the physdev and local-destination ACCEPTs of external IPs,
+//     KUBE-LOAD-BALANCER's masquerade, the source range firewall) and its
+//     KUBE-IPVS-OUT-FILTER rule for a node outside a load balancer's ranges.
+//   - Not modelled: strictARP, IPVS timeouts (ipvsadm --set), --ipvs-exclude-cidrs, IPv6,
 //     topology hints, and the sync loop's rate limits: the lab calls Sync.
 //   - Only kube-proxy 1.37's layout is reproduced; other versions are refused.
 package ipvs

@@ -57,6 +57,9 @@ func (s *ipsetSocket) addDel(cmd int, set ipsetDef, e *netlink.IPSetEntry) error
 	if e.IP2 != nil {
 		ip := nl.NewRtAttr(nl.IPSET_ATTR_IPADDR_IPV4|int(nl.NLA_F_NET_BYTEORDER), e.IP2.To4())
 		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_IP2|int(nl.NLA_F_NESTED), ip.Serialize()))
+		if set.typ == hashIPPortNet {
+			data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_CIDR2, nl.Uint8Attr(e.CIDR2)))
+		}
 	}
 	req.AddData(data)
 	_, err := req.Execute(unix.NETLINK_NETFILTER, 0)

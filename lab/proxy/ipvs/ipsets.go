@@ -49,10 +49,7 @@ type ipsetDef struct {
 	name, typ, comment string
 }
 
-// ipsets lists them in kube-proxy's order (ipsetInfo). svclab fills the ones for
-// ClusterIPs, NodePorts, health check node ports, hairpin and kube-ipvs0; external
-// IPs and load balancer addresses are not modelled, so their sets stay empty, as on
-// a node with no such Services.
+// ipsets lists them in kube-proxy's order (ipsetInfo).
 var ipsets = []ipsetDef{
 	{setLoopBack, hashIPPortIP, "Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"},
 	{setClusterIP, hashIPPort, "Kubernetes service cluster ip + port for masquerade purpose"},
@@ -138,9 +135,9 @@ func parseEntry(typ, s string) (*netlink.IPSetEntry, error) {
 		}
 		e.IP = net.IP(a.AsSlice())
 		return e, nil
-	case hashIPPort, hashIPPortIP:
+	case hashIPPort, hashIPPortIP, hashIPPortNet:
 		parts := strings.Split(s, ",")
-		if (typ == hashIPPort && len(parts) != 2) || (typ == hashIPPortIP && len(parts) != 3) {
+		if (typ == hashIPPort && len(parts) != 2) || (typ != hashIPPort && len(parts) != 3) {
 			return nil, bad
 		}
 		a, err := netip.ParseAddr(parts[0])
@@ -161,12 +158,19 @@ func parseEntry(typ, s string) (*netlink.IPSetEntry, error) {
 		}
 		p, pr := uint16(n), uint8(pn)
 		e.IP, e.Port, e.Protocol = net.IP(a.AsSlice()), &p, &pr
-		if typ == hashIPPortIP {
+		switch typ {
+		case hashIPPortIP:
 			b, err := netip.ParseAddr(parts[2])
 			if err != nil {
 				return nil, bad
 			}
 			e.IP2 = net.IP(b.AsSlice())
+		case hashIPPortNet:
+			n, err := netip.ParsePrefix(parts[2])
+			if err != nil || !n.Addr().Is4() {
+				return nil, bad
+			}
+			e.IP2, e.CIDR2 = net.IP(n.Masked().Addr().AsSlice()), uint8(n.Bits())
 		}
 		return e, nil
 	}

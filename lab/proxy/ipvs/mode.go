@@ -99,7 +99,7 @@ func Render(t proxy.Target, s *proxy.State) (string, error) {
 		b.WriteString("#   " + s + "\n")
 	}
 	b.WriteString("# iptables-restore -w 5 --noflush --counters of:\n")
-	b.WriteString(Restore(c, p.Sets))
+	b.WriteString(Restore(c, p))
 	return b.String(), nil
 }
 

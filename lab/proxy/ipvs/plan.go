@@ -3,6 +3,7 @@ package ipvs
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 
@@ -98,6 +99,17 @@ type Plan struct {
 	// Sets holds the entries of every ipset kube-proxy creates, in kube-proxy's
 	// string form, sorted.
 	Sets map[string][]string
+	// NoNodeAccess are the load balancer IP:ports with source ranges that leave
+	// out the node's address: kube-proxy keeps the node itself from them with a
+	// rule each (kubernetes#119656), sorted.
+	NoNodeAccess []Portal
+}
+
+// Portal is one address, protocol and port.
+type Portal struct {
+	Addr     netip.Addr
+	Protocol corev1.Protocol
+	Port     uint16
 }
 
 // Entries is how many entries all sets hold.
@@ -120,9 +132,10 @@ func (p *Plan) RealServerCount() int {
 
 // NewPlan computes, as kube-proxy 1.37's syncProxyRules does, the virtual servers,
 // bound addresses and ipset entries of node c.Node for ports. nodeAddrs are the
-// addresses NodePort virtual servers listen on: with nodePortAddresses unset,
-// kube-proxy takes every local address of the node except loopback ones and those
-// on kube-ipvs0 (eth0's node IP and cni0's address in a lab).
+// node's own addresses, every local one except loopback ones and those on
+// kube-ipvs0 (eth0's node IP and cni0's address in a lab): NodePort virtual
+// servers listen on them (nodePortAddresses unset), and an external or load
+// balancer IP among them is not bound to kube-ipvs0.
 func NewPlan(c Config, ports []proxy.ServicePort, nodeAddrs []netip.Addr) *Plan {
 	p := &Plan{Sets: map[string][]string{}}
 	sets := map[string]map[string]bool{}
@@ -175,6 +188,48 @@ func NewPlan(c Config, ports []proxy.ServicePort, nodeAddrs []netip.Addr) *Plan 
 		if sp.HealthCheckNodePort != 0 {
 			add(setHealthCheckNodePort, fmt.Sprint(sp.HealthCheckNodePort))
 		}
+		// External IPs and load balancer IPs are virtual servers of their own,
+		// with the real servers of the external policy; each goes on kube-ipvs0
+		// unless the node has it already.
+		external := func(a netip.Addr) {
+			vs := c.virtualServer(sp, a, uint16(sp.Port))
+			vs.Bind = !slices.Contains(nodeAddrs, a)
+			vs.RealServers = realServers(cat, sp.ExternalLocal)
+			p.VirtualServers = append(p.VirtualServers, vs)
+			if vs.Bind {
+				bind[a] = true
+			}
+		}
+		for _, a := range sp.ExternalIPs {
+			entry := fmt.Sprintf("%s,%s:%d", a, proto, sp.Port)
+			if sp.ExternalLocal {
+				add(setExternalIPLocal, entry)
+			} else {
+				add(setExternalIP, entry)
+			}
+			external(a)
+		}
+		for _, a := range sp.LoadBalancerIPs {
+			entry := fmt.Sprintf("%s,%s:%d", a, proto, sp.Port)
+			add(setLoadBalancer, entry)
+			if sp.ExternalLocal {
+				add(setLoadBalancerLocal, entry)
+			}
+			if len(sp.SourceRanges) > 0 {
+				add(setLoadBalancerFW, entry)
+				allowFromNode := false
+				for _, r := range sp.SourceRanges {
+					add(setLoadBalancerSrcCIDR, fmt.Sprintf("%s,%s", entry, r))
+					allowFromNode = allowFromNode || r.Contains(c.Node.IP)
+				}
+				if allowFromNode {
+					add(setLoadBalancerSrcIP, fmt.Sprintf("%s,%s", entry, a))
+				} else {
+					p.NoNodeAccess = append(p.NoNodeAccess, Portal{Addr: a, Protocol: sp.Protocol, Port: uint16(sp.Port)})
+				}
+			}
+			external(a)
+		}
 	}
 	for a := range bind {
 		p.Bind = append(p.Bind, a)
@@ -190,6 +245,16 @@ func NewPlan(c Config, ports []proxy.ServicePort, nodeAddrs []netip.Addr) *Plan 
 		p.Sets[s.name] = entries
 	}
 	sortVirtualServers(p.VirtualServers)
+	slices.SortFunc(p.NoNodeAccess, func(a, b Portal) int {
+		if c := a.Addr.Compare(b.Addr); c != 0 {
+			return c
+		}
+		if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
+			return c
+		}
+		return int(a.Port) - int(b.Port)
+	})
+	p.NoNodeAccess = slices.Compact(p.NoNodeAccess)
 	return p
 }
 

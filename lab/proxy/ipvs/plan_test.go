@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -185,7 +186,7 @@ func TestRestoreRules(t *testing.T) {
 	local := web()
 	local.ExternalLocal = true
 	p := NewPlan(c, []proxy.ServicePort{local}, node1Addrs)
-	rules := Restore(c, p.Sets)
+	rules := Restore(c, p)
 	for _, want := range []string{
 		`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port with externalTrafficPolicy=local" -m set --match-set KUBE-NODE-PORT-LOCAL-TCP dst -j RETURN` + "\n" +
 			`-A KUBE-NODE-PORT -p tcp -m comment --comment "Kubernetes nodeport TCP port for masquerade purpose" -m set --match-set KUBE-NODE-PORT-TCP dst -j KUBE-MARK-MASQ`,
@@ -201,36 +202,101 @@ func TestRestoreRules(t *testing.T) {
 		t.Error("a rule for an empty set")
 	}
 	c.MasqueradeAll = true
-	if !strings.Contains(Restore(c, p.Sets), "--match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ") {
+	if !strings.Contains(Restore(c, p), "--match-set KUBE-CLUSTER-IP dst,dst -j KUBE-MARK-MASQ") {
 		t.Error("masquerade-all: ClusterIP traffic is not marked unconditionally")
 	}
 	c.MasqueradeAll, c.ClusterCIDR = false, netip.Prefix{}
-	if !strings.Contains(Restore(c, p.Sets), "--match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ") {
+	if !strings.Contains(Restore(c, p), "--match-set KUBE-CLUSTER-IP src,dst -j KUBE-MARK-MASQ") {
 		t.Error("no cluster CIDR: traffic from a VIP is not marked")
 	}
 }
 
-// TestRenderGolden compares `svclab rules --mode ipvs` output for web.yaml's
-// node-1 with testdata/web-node-1.txt (go test -update rewrites it). The
-// ipvsadm part was checked against `ipvsadm -Ln --sort` in the VM by the IPVS
-// specs, which compare the two for every lab they build.
+// TestRenderGolden compares `svclab rules --mode ipvs` output for node-1 with
+// files in testdata/ (go test -update rewrites them): web.yaml's, and the load
+// balancer Services of proxytest.LoadBalancers. The ipvsadm part was checked
+// against `ipvsadm -Ln --sort` in the VM by the IPVS specs, which compare the
+// two for every lab they build.
 func TestRenderGolden(t *testing.T) {
-	got, err := Render(target(node1), proxy.StateOf([]proxy.ServicePort{web()}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join("testdata", "web-node-1.txt")
-	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+	lbLocal, lbCluster, lbRemote, lbEmpty, extLocal := proxytest.LoadBalancers()
+	for file, ports := range map[string][]proxy.ServicePort{
+		"web-node-1.txt":            {web()},
+		"load-balancers-node-1.txt": {lbLocal, lbCluster, lbRemote, lbEmpty, extLocal},
+	} {
+		got, err := Render(target(node1), proxy.StateOf(ports))
+		if err != nil {
 			t.Fatal(err)
 		}
+		path := filepath.Join("testdata", file)
+		if *update {
+			if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != string(want) {
+			t.Errorf("render differs from %s:\n%s", path, got)
+		}
 	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
+}
+
+// TestLoadBalancerPlan: external and load balancer IPs are bound virtual servers
+// with the real servers of the external policy (falling back to every endpoint
+// on a node without a local one); their sets and source ranges are filled as
+// kube-proxy fills them, and a node outside the ranges is kept from the IP.
+func TestLoadBalancerPlan(t *testing.T) {
+	lbLocal, lbCluster, lbRemote, lbEmpty, extLocal := proxytest.LoadBalancers()
+	p := plan(t, target(node1), node1Addrs, lbLocal, lbCluster, lbRemote, lbEmpty, extLocal)
+	for vs, want := range map[string]string{
+		"192.168.1.240:80/TCP": "10.244.1.140:8080",
+		"192.168.1.241:80/TCP": "10.244.2.141:8080",
+		"203.0.113.141:80/TCP": "10.244.2.141:8080",
+		"192.168.1.242:80/TCP": "10.244.2.142:8080",
+		"192.168.1.243:80/TCP": "",
+		"203.0.113.144:80/TCP": "10.244.1.144:8080",
+	} {
+		if got := realServerList(find(p, vs)); got != want {
+			t.Errorf("%s: real servers %q, want %q", vs, got, want)
+		}
+		if v := find(p, vs); v != nil && !v.Bind {
+			t.Errorf("%s is not bound to kube-ipvs0", vs)
+		}
 	}
-	if got != string(want) {
-		t.Errorf("render differs from %s:\n%s", path, got)
+	for set, w := range map[string]string{
+		setLoadBalancer:        "192.168.1.240,tcp:80 192.168.1.241,tcp:80 192.168.1.242,tcp:80 192.168.1.243,tcp:80",
+		setLoadBalancerLocal:   "192.168.1.240,tcp:80 192.168.1.242,tcp:80",
+		setLoadBalancerFW:      "192.168.1.240,tcp:80 192.168.1.241,tcp:80 192.168.1.242,tcp:80 192.168.1.243,tcp:80",
+		setLoadBalancerSrcCIDR: "192.168.1.240,tcp:80,192.168.1.0/24 192.168.1.241,tcp:80,10.0.0.0/8 192.168.1.241,tcp:80,203.0.113.0/24 192.168.1.242,tcp:80,192.168.1.0/24 192.168.1.243,tcp:80,10.0.0.0/8",
+		setLoadBalancerSrcIP:   "192.168.1.240,tcp:80,192.168.1.240 192.168.1.242,tcp:80,192.168.1.242",
+		setExternalIP:          "203.0.113.141,tcp:80",
+		setExternalIPLocal:     "203.0.113.144,tcp:80",
+	} {
+		if got := strings.Join(p.Sets[set], " "); got != w {
+			t.Errorf("%s: %q, want %q", set, got, w)
+		}
+	}
+	wantNoAccess := []Portal{
+		{Addr: netip.MustParseAddr("192.168.1.241"), Protocol: corev1.ProtocolTCP, Port: 80},
+		{Addr: netip.MustParseAddr("192.168.1.243"), Protocol: corev1.ProtocolTCP, Port: 80},
+	}
+	if !slices.Equal(p.NoNodeAccess, wantNoAccess) {
+		t.Errorf("no node access %+v, want %+v", p.NoNodeAccess, wantNoAccess)
+	}
+	rules := Restore(ConfigFor(target(node1)), p)
+	for _, want := range []string{
+		`-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -j KUBE-MARK-MASQ`,
+		`-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port for masquerade and filter purpose" -m set --match-set KUBE-EXTERNAL-IP dst,dst -m physdev ! --physdev-is-in -m addrtype ! --src-type LOCAL -j ACCEPT`,
+		`-A KUBE-SERVICES -m comment --comment "Kubernetes service external ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-EXTERNAL-IP-LOCAL dst,dst -m addrtype --dst-type LOCAL -j ACCEPT`,
+		`-A KUBE-IPVS-OUT-FILTER -s 192.168.1.241 -m ipvs --vaddr 192.168.1.241 --vproto tcp --vport 80 -j DROP`,
+		`-A KUBE-PROXY-FIREWALL -m comment --comment "Kubernetes service load balancer ip + port for load balancer with sourceRange" -m set --match-set KUBE-LOAD-BALANCER-FW dst,dst -j KUBE-SOURCE-RANGES-FIREWALL`,
+		`-A KUBE-LOAD-BALANCER -m comment --comment "Kubernetes service load balancer ip + port with externalTrafficPolicy=local" -m set --match-set KUBE-LOAD-BALANCER-LOCAL dst,dst -j RETURN`,
+		`-A KUBE-SERVICES -m set --match-set KUBE-LOAD-BALANCER dst,dst -j ACCEPT`,
+	} {
+		if !strings.Contains(rules, want) {
+			t.Errorf("missing:\n%s\nin:\n%s", want, rules)
+		}
 	}
 }
 
@@ -259,6 +325,7 @@ func TestEntryRoundTrip(t *testing.T) {
 		{hashIP, "10.96.0.10"},
 		{hashIPPort, "10.96.0.10,udp:53"},
 		{hashIPPortIP, "10.244.1.2,tcp:8080,10.244.1.2"},
+		{hashIPPortNet, "192.168.1.240,tcp:80,192.168.1.96/28"},
 	} {
 		e, err := parseEntry(tc.typ, tc.entry)
 		if err != nil {

@@ -287,13 +287,6 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) error {
 	if err != nil {
 		return err
 	}
-	hasNodePort := false
-	for _, sp := range ports {
-		hasNodePort = hasNodePort || sp.NodePort != 0
-	}
-	if !hasNodePort {
-		nodeAddrs = nil
-	}
 	plan := NewPlan(p.cfg, ports, nodeAddrs)
 	p.stats.VirtualServers, p.stats.RealServers, p.stats.SetEntries = len(plan.VirtualServers), plan.RealServerCount(), plan.Entries()
 
@@ -326,7 +319,7 @@ func (p *Proxier) sync(ctx context.Context, ports []proxy.ServicePort) error {
 	p.stats.IPSets += time.Since(t)
 
 	t = time.Now()
-	restore := Restore(p.cfg, plan.Sets)
+	restore := Restore(p.cfg, plan)
 	err = p.node.Do(func() error { return p.run.Restore([]byte(restore)) })
 	p.stats.IPTables += time.Since(t)
 	if err != nil {

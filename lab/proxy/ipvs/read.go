@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	libipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
 
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
@@ -17,7 +18,10 @@ import (
 // address is bound to kube-ipvs0 and a NodePort otherwise (a node address); its
 // real servers of weight above 0 are the backends (weight 0 is a real server
 // draining, which takes no new connection), none is a Reject (IPVS answers ICMP
-// port unreachable), and persistence is ClientIP affinity with its timeout.
+// port unreachable), and persistence is ClientIP affinity with its timeout. A
+// load balancer IP in KUBE-LOAD-BALANCER-FW forwards from the ranges
+// KUBE-LOAD-BALANCER-SOURCE-CIDR gives it only (the self entries of
+// KUBE-LOAD-BALANCER-SOURCE-IP are the node's own traffic).
 // kube-proxy makes a virtual server per node address for each NodePort; Read
 // folds them into one frontend, Inconsistent when the addresses differ (as they
 // do for a moment while a sync goes through them one by one).
@@ -42,6 +46,10 @@ func Read(ns *namespaces.NS, _ proxy.Config) (proxy.ServiceMap, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read IPVS of %s: %w", ns, err)
 	}
+	fw, err := k.firewall()
+	if err != nil {
+		return nil, fmt.Errorf("read IPVS of %s: %w", ns, err)
+	}
 	out := proxy.ServiceMap{}
 	nodePorts := map[proxy.Frontend]map[netip.Addr]proxy.Forwarding{}
 	for i := range vss {
@@ -60,19 +68,66 @@ func Read(ns *namespaces.NS, _ proxy.Config) (proxy.ServiceMap, error) {
 		if vs.Flags&FlagPersistent != 0 {
 			affinity = int(vs.Timeout)
 		}
-		fw := proxy.Forwarded(backends, affinity)
+		fwd := proxy.Forwarded(backends, affinity)
 		if bound[vs.Addr] {
-			out[proxy.ClusterIPFrontend(vs.Protocol, vs.Addr, int(vs.Port))] = fw
+			if ranges, ok := fw[vs.Key()]; ok && fwd.Verdict == proxy.Forward {
+				fwd = fwd.FirewalledBy(ranges)
+				if len(ranges) == 0 {
+					fwd = proxy.Forwarding{Verdict: proxy.Drop}
+				}
+			}
+			out[proxy.ClusterIPFrontend(vs.Protocol, vs.Addr, int(vs.Port))] = fwd
 			continue
 		}
 		f := proxy.NodePortFrontend(vs.Protocol, int(vs.Port))
 		if nodePorts[f] == nil {
 			nodePorts[f] = map[netip.Addr]proxy.Forwarding{}
 		}
-		nodePorts[f][vs.Addr] = fw
+		nodePorts[f][vs.Addr] = fwd
 	}
 	for f, byAddr := range nodePorts {
 		out[f] = fold(byAddr)
+	}
+	return out, nil
+}
+
+// firewall reads kube-proxy's source range firewall: for each load balancer
+// virtual server (by Key) in KUBE-LOAD-BALANCER-FW, the source ranges of
+// KUBE-LOAD-BALANCER-SOURCE-CIDR that may reach it. A node without those sets
+// (kube-proxy has not programmed it) has no firewall.
+func (k *kernel) firewall() (map[string][]netip.Prefix, error) {
+	out := map[string][]netip.Prefix{}
+	key := func(e *netlink.IPSetEntry) string {
+		a, _ := netip.AddrFromSlice(e.IP)
+		var port uint16
+		if e.Port != nil {
+			port = *e.Port
+		}
+		proto := uint16(6)
+		if e.Protocol != nil {
+			proto = uint16(*e.Protocol)
+		}
+		return netip.AddrPortFrom(a.Unmap(), port).String() + "/" + string(protocolOf(proto))
+	}
+	guarded, err := k.nl.IpsetList(setLoadBalancerFW)
+	if err != nil {
+		return out, nil
+	}
+	for i := range guarded.Entries {
+		out[key(&guarded.Entries[i])] = nil
+	}
+	ranges, err := k.nl.IpsetList(setLoadBalancerSrcCIDR)
+	if err != nil {
+		return nil, fmt.Errorf("list ipset %s: %w", setLoadBalancerSrcCIDR, err)
+	}
+	for i := range ranges.Entries {
+		e := &ranges.Entries[i]
+		k := key(e)
+		if _, ok := out[k]; !ok {
+			continue
+		}
+		a, _ := netip.AddrFromSlice(e.IP2)
+		out[k] = append(out[k], netip.PrefixFrom(a.Unmap(), int(e.CIDR2)))
 	}
 	return out, nil
 }

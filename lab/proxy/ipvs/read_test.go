@@ -59,11 +59,14 @@ func TestReadFollowsSync(t *testing.T) {
 			if f.AffinitySeconds > 0 {
 				k += " with affinity"
 			}
+			if len(f.SourceRanges) > 0 {
+				k += " from source ranges"
+			}
 			seen[k] = true
 		}
 		last = step.Ports
 	}
-	for _, k := range []string{"forward", "forward with affinity", "reject"} {
+	for _, k := range []string{"forward", "forward with affinity", "forward from source ranges", "reject"} {
 		if !seen[k] {
 			t.Errorf("the sequence never expected a frontend that does %s", k)
 		}

@@ -2,6 +2,7 @@ package ipvs
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/svclab/svclab/lab/proxy/xtables"
@@ -70,9 +71,11 @@ var setJumps = []setJump{
 
 // Restore is the iptables-restore input kube-proxy 1.37's IPVS mode writes on every
 // sync (with --noflush: only its own chains are flushed and rewritten) for a node
-// whose ipsets hold sets. Its rules depend on which sets have entries, not on how
-// many: a thousand Services write the same few rules as one.
-func Restore(c Config, sets map[string][]string) string {
+// whose ipsets hold p's sets. Its rules depend on which sets have entries, not on
+// how many: a thousand Services write the same few rules as one, but for a rule
+// per load balancer IP the node may not reach (p.NoNodeAccess).
+func Restore(c Config, p *Plan) string {
+	sets := p.Sets
 	var nat, filter []string
 	w := func(dst *[]string, args ...string) { *dst = append(*dst, joinRule(args)) }
 	comment := func(set string) string { return quote(ipsetByName(set).comment) }
@@ -111,9 +114,30 @@ func Restore(c Config, sets map[string][]string) string {
 		}
 		w(&nat, args...)
 	}
+	// External IPs: traffic from off the machine (not bridged from a pod, not
+	// from the node) and traffic to an external IP the node holds stop here;
+	// with policy Cluster all of it is marked first.
+	externalIPRules := func(args []string) {
+		w(&nat, append(slices.Clone(args), "-m", "physdev", "!", "--physdev-is-in", "-m", "addrtype", "!", "--src-type", "LOCAL", "-j", "ACCEPT")...)
+		w(&nat, append(slices.Clone(args), "-m", "addrtype", "--dst-type", "LOCAL", "-j", "ACCEPT")...)
+	}
+	if nonEmpty(setExternalIP) {
+		args := []string{"-A", "KUBE-SERVICES", "-m", "comment", "--comment", comment(setExternalIP), "-m", "set", "--match-set", setExternalIP, "dst,dst"}
+		w(&nat, append(slices.Clone(args), "-j", "KUBE-MARK-MASQ")...)
+		externalIPRules(args)
+	}
+	if nonEmpty(setExternalIPLocal) {
+		externalIPRules([]string{"-A", "KUBE-SERVICES", "-m", "comment", "--comment", comment(setExternalIPLocal), "-m", "set", "--match-set", setExternalIPLocal, "dst,dst"})
+	}
 	w(&nat, "-A", "KUBE-SERVICES", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "KUBE-NODE-PORT")
 	w(&nat, "-A", "KUBE-LOAD-BALANCER", "-j", "KUBE-MARK-MASQ")
 	w(&filter, "-A", "KUBE-SOURCE-RANGES-FIREWALL", "-j", "DROP")
+	// A node outside a load balancer IP's source ranges reaches the IP it holds
+	// from that very IP, which no source range rule sees on the way out.
+	for _, lb := range p.NoNodeAccess {
+		w(&filter, "-A", "KUBE-IPVS-OUT-FILTER", "-s", lb.Addr.String(), "-m", "ipvs", "--vaddr", lb.Addr.String(),
+			"--vproto", strings.ToLower(string(lb.Protocol)), "--vport", fmt.Sprint(lb.Port), "-j", "DROP")
+	}
 	// acceptIPVSTraffic: ClusterIP (and LB) traffic stops here, untouched by rules
 	// further down the built-in chains.
 	for _, s := range []string{setClusterIP, setLoadBalancer} {

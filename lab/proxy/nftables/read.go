@@ -20,10 +20,13 @@ const (
 	mapServiceNodePorts    = "service-nodeports"
 	mapNoEndpointServices  = "no-endpoint-services"
 	mapNoEndpointNodePorts = "no-endpoint-nodeports"
+	mapFirewallIPs         = "firewall-ips"
 )
 
 // Read reads the Services of kube-proxy's table in ns, from `nft -j list table
-// ip kube-proxy`: the frontends are the keys of the four verdict maps, and from
+// ip kube-proxy`: the frontends are the keys of the four verdict maps (the
+// ClusterIPs, external IPs and load balancer IPs of service-ips, the NodePorts of
+// service-nodeports, and the no-endpoint maps), and from
 // each element of service-ips and service-nodeports the chains are followed as
 // a new connection from outside the cluster (not a pod, not the node) would take
 // them: "meta l4proto" matches pass when they name the frontend's protocol,
@@ -33,8 +36,9 @@ const (
 // drop, reject and accept end the walk, a jump returns when its chain does. A
 // frontend whose walk ends in no dnat takes its no-endpoint map's verdict, or
 // is Untranslated. The affinity timeout is that of the affinity sets the
-// "ip saddr @affinity-..." matches name. A node without the table has no
-// Services: an empty map.
+// "ip saddr @affinity-..." matches name. A load balancer IP in firewall-ips
+// forwards from the ranges of its firewall chain's "ip saddr != { ... } drop"
+// only. A node without the table has no Services: an empty map.
 func Read(ns *namespaces.NS, _ proxy.Config) (proxy.ServiceMap, error) {
 	out, err := ns.Output("nft", "-j", "list", "table", "ip", Table)
 	if err != nil {
@@ -127,7 +131,103 @@ func readJSON(listing []byte) (proxy.ServiceMap, error) {
 			out[f] = proxy.Forwarding{Verdict: v}
 		}
 	}
+	for _, el := range rs.maps[mapFirewallIPs] {
+		f, err := frontendOf(el.key)
+		if err != nil {
+			return nil, fmt.Errorf("map %s: %w", mapFirewallIPs, err)
+		}
+		ranges, err := rs.firewallRanges(el.verdict, f)
+		if err != nil {
+			return nil, fmt.Errorf("map %s: %s: %w", mapFirewallIPs, f, err)
+		}
+		if fw, ok := out[f]; ok {
+			out[f] = fw.FirewalledBy(ranges)
+		}
+	}
 	return out, nil
+}
+
+// firewallRanges reads the firewall chain a firewall-ips element goes to: kube-proxy
+// writes one rule, "ip saddr != { RANGES } drop". The frontend's own address
+// among them is the node's own traffic to a load balancer IP it holds, not a
+// range of outside sources, and is left out.
+func (rs *ruleset) firewallRanges(v map[string]json.RawMessage, f proxy.Frontend) ([]netip.Prefix, error) {
+	raw, ok := v["goto"]
+	if !ok {
+		raw, ok = v["jump"]
+	}
+	if !ok {
+		return nil, fmt.Errorf("verdict %v: want a goto to a firewall chain", v)
+	}
+	var t struct {
+		Target string `json:"target"`
+	}
+	if err := json.Unmarshal(raw, &t); err != nil {
+		return nil, fmt.Errorf("verdict %s: %w", raw, err)
+	}
+	rules, ok := rs.chains[t.Target]
+	if !ok {
+		return nil, fmt.Errorf("goto chain %s, which is not in the table", t.Target)
+	}
+	for _, r := range rules {
+		var m struct {
+			Op    string                     `json:"op"`
+			Left  map[string]json.RawMessage `json:"left"`
+			Right json.RawMessage            `json:"right"`
+		}
+		if len(r.expr) != 2 || r.expr[1]["drop"] == nil || r.expr[0]["match"] == nil {
+			continue
+		}
+		if err := json.Unmarshal(r.expr[0]["match"], &m); err != nil || m.Op != "!=" || m.Left["payload"] == nil {
+			continue
+		}
+		values := []json.RawMessage{m.Right}
+		var set struct {
+			Set []json.RawMessage `json:"set"`
+		}
+		if json.Unmarshal(m.Right, &set) == nil && set.Set != nil {
+			values = set.Set
+		}
+		var out []netip.Prefix
+		for _, v := range values {
+			p, err := prefixOf(v)
+			if err != nil {
+				return nil, fmt.Errorf("chain %s, rule handle %d: %w", r.chain, r.handle, err)
+			}
+			if p != netip.PrefixFrom(f.Addr, 32) {
+				out = append(out, p)
+			}
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("chain %s drops no source outside a set of ranges", t.Target)
+}
+
+// prefixOf reads an address ("10.0.0.1", a /32) or a prefix ({"prefix": {"addr":
+// "10.0.0.0", "len": 8}}).
+func prefixOf(raw json.RawMessage) (netip.Prefix, error) {
+	var addr string
+	if json.Unmarshal(raw, &addr) == nil {
+		a, err := netip.ParseAddr(addr)
+		if err != nil {
+			return netip.Prefix{}, err
+		}
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	var p struct {
+		Prefix struct {
+			Addr string `json:"addr"`
+			Len  int    `json:"len"`
+		} `json:"prefix"`
+	}
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return netip.Prefix{}, fmt.Errorf("range %s: %w", raw, err)
+	}
+	a, err := netip.ParseAddr(p.Prefix.Addr)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("range %s: %w", raw, err)
+	}
+	return netip.PrefixFrom(a, p.Prefix.Len), nil
 }
 
 // parseListing decodes `nft -j list table`: {"nftables": [{"metainfo": ...},

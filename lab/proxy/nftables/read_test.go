@@ -41,7 +41,14 @@ func fixtureState() *proxy.State {
 	edgeLocal := port("default", "edge-local", "http", corev1.ProtocolTCP, "10.96.0.81", 80,
 		ep("10.244.1.21", 8080, "node-1"), ep("10.244.2.21", 8080, "node-2"))
 	edgeLocal.NodePort, edgeLocal.ExternalLocal = 30082, true
-	return proxy.StateOf([]proxy.ServicePort{proxytest.Web(), dns, edge, empty, sticky, cache, cacheRemote, edgeLocal})
+	lbLocal := port("default", "lb-local", "http", corev1.ProtocolTCP, "10.96.0.140", 80,
+		ep("10.244.1.140", 8080, "node-1"), ep("10.244.2.140", 8080, "node-2"))
+	lbLocal.NodePort, lbLocal.ExternalLocal = 30140, true
+	lbLocal.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("192.168.1.240")}
+	lbLocal.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.168.1.0/25")}
+	ext := port("default", "ext", "http", corev1.ProtocolTCP, "10.96.0.141", 80, ep("10.244.2.141", 8080, "node-2"))
+	ext.ExternalIPs = []netip.Addr{netip.MustParseAddr("203.0.113.141")}
+	return proxy.StateOf([]proxy.ServicePort{proxytest.Web(), dns, edge, empty, sticky, cache, cacheRemote, edgeLocal, lbLocal, ext})
 }
 
 // loadFixture loads testdata/node-1.nft into a throwaway namespace with nft -f.
@@ -65,10 +72,11 @@ func nft(t *testing.T, ns *namespaces.NS, args ...string) {
 // TestReadFixture reads a ruleset in kube-proxy 1.37's exact layout, written by
 // hand from its source (the real kube-proxy is not run here), and checks that
 // Read gives the ServiceMap kube-proxy must program for the state behind it:
-// every frontend, backend, drop, reject and the affinity timeout. Two changes
-// made behind kube-proxy's back must show as exactly those differences: a DNAT
-// pointed elsewhere, and a Local NodePort's drop removed (its traffic is then
-// left untranslated).
+// every frontend, backend, drop, reject, the affinity timeout and a load
+// balancer IP's source ranges. Three changes made behind kube-proxy's back must
+// show as exactly those differences: a DNAT pointed elsewhere, a Local
+// NodePort's drop removed (its traffic is then left untranslated), and a
+// firewall that lets another range in.
 func TestReadFixture(t *testing.T) {
 	ns := loadFixture(t)
 	want := proxy.ExpectedServiceMap(fixtureState(), "node-1", proxy.ModelNFTables)
@@ -80,24 +88,29 @@ func TestReadFixture(t *testing.T) {
 		t.Fatalf("Read differs from the expected ServiceMap:\n%s\nread:\n%s", strings.Join(d, "\n"), got)
 	}
 	kinds := map[proxy.Verdict]bool{}
-	affinity := false
+	affinity, ranges := false, false
 	for _, f := range want {
 		kinds[f.Verdict] = true
 		affinity = affinity || f.AffinitySeconds > 0
+		ranges = ranges || len(f.SourceRanges) > 0
 	}
-	if !kinds[proxy.Forward] || !kinds[proxy.Reject] || !kinds[proxy.Drop] || !affinity {
-		t.Fatalf("the fixture's state does not cover forward, reject, drop and affinity:\n%s", want)
+	if !kinds[proxy.Forward] || !kinds[proxy.Reject] || !kinds[proxy.Drop] || !affinity || !ranges {
+		t.Fatalf("the fixture's state does not cover forward, reject, drop, affinity and source ranges:\n%s", want)
 	}
 
 	dnsChain := "service-FY5PMXPG-kube-system/kube-dns/udp/dns"
 	nft(t, ns, "flush", "chain", "ip", Table, dnsChain)
 	nft(t, ns, "add", "rule", "ip", Table, dnsChain, "meta", "l4proto", "udp", "dnat", "to", "10.244.2.99:53")
 	nft(t, ns, "delete", "element", "ip", Table, mapNoEndpointNodePorts, "{", "tcp", ".", "30081", "}")
+	fwChain := "firewall-KFCEHOL4-default/lb-local/tcp/http"
+	nft(t, ns, "flush", "chain", "ip", Table, fwChain)
+	nft(t, ns, "add", "rule", "ip", Table, fwChain, "ip", "saddr", "!=", "{", "192.168.2.0/24", "}", "drop")
 	got, err = Read(ns, proxy.Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantDiff := []string{
+		"TCP 192.168.1.240:80: want forward to 10.244.1.140:8080 from 192.168.1.0/25 only, got forward to 10.244.1.140:8080 from 192.168.2.0/24 only",
 		"TCP nodePort 30081: want drop, got untranslated",
 		"UDP 10.96.0.10:53: want forward to 10.244.2.2:53, got forward to 10.244.2.99:53 (missing 10.244.2.2:53; extra 10.244.2.99:53)",
 	}
@@ -131,7 +144,7 @@ func TestFixtureNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	named := regexp.MustCompile(`(?:service|local|external|endpoint|affinity)-([A-Z2-7]{8})-([a-z0-9./_-]+)`)
+	named := regexp.MustCompile(`(?:service|local|external|firewall|endpoint|affinity)-([A-Z2-7]{8})-([a-z0-9./_-]+)`)
 	seen := 0
 	for _, m := range named.FindAllStringSubmatch(string(text), -1) {
 		seen++
