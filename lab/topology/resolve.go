@@ -64,11 +64,14 @@ func resolve(source string, f *File, pos Positions) (*Topology, ErrorList) {
 	if f.ControlPlane {
 		r.controlPlane()
 	}
+	r.dnsSettings(f)
 	r.podSpecs(f.Pods)
 	for i := range f.Services {
 		r.t.DeclaredServices = append(r.t.DeclaredServices, *f.Services[i].DeepCopy())
 	}
+	r.dnsService(f.Services)
 	r.services(f.Services)
+	r.coreDNS()
 	r.endpointSlices(f.EndpointSlices)
 	r.namedTargetPorts()
 	if len(r.errs) > 0 {
