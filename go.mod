@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/containernetworking/plugins v1.10.0
 	github.com/coreos/go-iptables v0.8.0
+	github.com/miekg/dns v1.1.73
 	github.com/moby/ipvs v1.1.0
 	github.com/onsi/ginkgo/v2 v2.34.0
 	github.com/onsi/gomega v1.44.0

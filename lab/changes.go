@@ -116,6 +116,9 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 	if err == nil && l.cp != nil {
 		err = l.writePods(ctx, []topology.Pod{pod})
 	}
+	if err == nil {
+		err = l.writePodFiles([]topology.Pod{pod})
+	}
 	if err != nil {
 		return topology.Pod{}, errors.Join(err, l.removePodNetwork(pod, false))
 	}
@@ -169,7 +172,7 @@ func (l *Lab) removePodNetwork(pod topology.Pod, graceful bool) error {
 	if srv != nil && !graceful {
 		srv.Close()
 	}
-	errs = append(errs, namespaces.Delete(m.NetNS))
+	errs = append(errs, namespaces.Delete(m.NetNS), l.removePodFiles(pod.Name))
 	l.mu.Lock()
 	delete(l.members, pod.Name)
 	l.record.Members = l.memberRecords()
@@ -181,8 +184,8 @@ func (l *Lab) removePodNetwork(pod topology.Pod, graceful bool) error {
 // startServers serves every declared port of each pod.
 func (l *Lab) startServers(ctx context.Context, pods []topology.Pod) error {
 	return forEach(ctx, l.parallel(), pods, func(_ context.Context, p topology.Pod) error {
-		if len(p.Ports) == 0 {
-			return nil
+		if len(p.Ports) == 0 || p.Component != "" {
+			return nil // a component's pod runs the component (CoreDNS)
 		}
 		l.mu.Lock()
 		m := l.members[p.Name]

@@ -149,6 +149,9 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := l.dnsPodsStarting(); err != nil {
+		return err
+	}
 	if err := l.applyTopology(ctx); err != nil {
 		return err
 	}

@@ -87,6 +87,8 @@ type Lab struct {
 	// the lab started, in order.
 	cp         *controlPlane
 	components []*kube.Process
+	// dns is the running cluster DNS, nil without one.
+	dns *clusterDNS
 
 	// changeMu serialises topology changes and the syncs that follow them; mu
 	// guards the fields below for short reads and writes.
@@ -137,6 +139,11 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.startControlPlane(ctx); err != nil {
 			return l, err
 		}
+		if l.topo.DNS != nil {
+			if err := l.startDNS(ctx); err != nil {
+				return l, err
+			}
+		}
 	}
 	if l.mode.Name != "" {
 		if err := l.startProxiers(ctx); err != nil {
@@ -151,6 +158,9 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 			return l, err
 		}
 	}
+	if err := l.writePodFiles(l.topo.Pods); err != nil {
+		return l, err
+	}
 	if l.cp != nil && l.mode.Name != "" {
 		l.cp.following = make(chan struct{})
 		go func() {
@@ -158,6 +168,7 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 			l.follow(l.cp.watchCtx)
 		}()
 	}
+	l.startDNSProbes()
 	return l, nil
 }
 
@@ -268,8 +279,9 @@ func (l *Lab) logf(format string, args ...any) {
 // Down stops the servers and removes every namespace of the lab and its record. It
 // may be called more than once.
 func (l *Lab) Down() error {
-	// Nothing may sync on the watch's behalf once the proxiers close; the
-	// syncs it makes take l.mu, so it stops first.
+	// Nothing may sync on the watch's or a readiness probe's behalf once the
+	// proxiers close; the syncs they make take l.mu, so they stop first.
+	dnsErr := l.stopDNS()
 	l.stopFollowing()
 	// The balancers next, outside mu: they take it to look the lab up.
 	lbErr := l.stopLoadBalancers()
@@ -285,7 +297,7 @@ func (l *Lab) Down() error {
 	for _, h := range l.health {
 		h.Close()
 	}
-	errs := []error{lbErr}
+	errs := []error{lbErr, dnsErr}
 	for _, p := range l.proxiers {
 		errs = append(errs, p.Close())
 	}

@@ -51,7 +51,7 @@ follows the API server, and so does kube-proxy.`,
 			// in this working directory: the namespace switch changes the network
 			// only.
 			argv := append([]string{r.KubeBinary}, kube.KubectlArgs(r.Kubeconfig, filepath.Join(filepath.Dir(r.Kubeconfig), "kubectl-cache"), args[1:]...)...)
-			return execIn(cp.NetNS, argv)
+			return execIn(cp.NetNS, argv, os.Environ())
 		},
 	}
 }
@@ -84,7 +84,7 @@ func newLogsCommand() *cobra.Command {
 				return nil
 			}
 			want := args[1]
-			if _, isNode := r.Member(want); isNode {
+			if m, ok := r.Member(want); ok && m.Kind == lab.KindNode {
 				want = "kube-proxy-" + want
 			}
 			f, err := os.Open(filepath.Join(dir, want+".log"))

@@ -134,14 +134,21 @@ func newExecCommand() *cobra.Command {
 				}
 				return usage(fmt.Errorf("lab %s has no member %q (members: %s)", r.ID, args[1], strings.Join(names, ", ")))
 			}
-			return execIn(m.NetNS, args[2:])
+			// A pod's command gets what its kubelet would give it: the
+			// service environment and its resolv.conf.
+			env, binds, err := lab.ExecContext(record.DefaultDir, r, m.Name, os.Environ())
+			if err != nil {
+				return err
+			}
+			return execIn(m.NetNS, args[2:], env, binds...)
 		},
 	}
 }
 
-// execIn replaces this process with argv running in the namespace.
-func execIn(ns string, argv []string) error {
-	err := namespaces.Exec(ns, argv, os.Environ())
+// execIn replaces this process with argv running in the namespace, with env and
+// the files binds puts in place.
+func execIn(ns string, argv, env []string, binds ...namespaces.Bind) error {
+	err := namespaces.Exec(ns, argv, env, binds...)
 	if errors.Is(err, exec.ErrNotFound) {
 		return usage(err)
 	}

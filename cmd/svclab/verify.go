@@ -223,6 +223,14 @@ func planFor(t *topology.Topology, o lab.Options, flows string) (verify.Plan, er
 	if err != nil {
 		return verify.Plan{}, usage(err)
 	}
+	if o.ControlPlane || o.KubeProxy != nil {
+		// The lab the run builds: with a control plane, and so with its
+		// cluster DNS, whose checks the plan holds.
+		t = t.Clone()
+		if err := t.EnableControlPlane(); err != nil {
+			return verify.Plan{}, usage(err)
+		}
+	}
 	if flows != "" {
 		p, err := loadFlows(flows, t, m)
 		return p, usage(err)

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"sort"
 	"time"
 
@@ -49,7 +50,7 @@ func Node(n topology.Node, now time.Time) *corev1.Node {
 // on one container. Its status comes from PodStatus.
 func Pod(p topology.Pod) *corev1.Pod {
 	ports := append([]corev1.ContainerPort(nil), p.Ports...)
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels},
 		Spec: corev1.PodSpec{
 			NodeName:                     p.Node,
@@ -57,6 +58,13 @@ func Pod(p topology.Pod) *corev1.Pod {
 			AutomountServiceAccountToken: ptr.To(false),
 		},
 	}
+	if p.Component != "" {
+		// A component's pod, as its manifest has it: CoreDNS's container, and
+		// the node's resolv.conf for CoreDNS itself (kubeadm's dnsPolicy).
+		pod.Spec.Containers[0].Name = p.Component
+		pod.Spec.DNSPolicy = corev1.DNSDefault
+	}
+	return pod
 }
 
 // PodStatus is the status a kubelet reports for a running lab pod: its
@@ -82,7 +90,7 @@ func PodStatus(p topology.Pod, hostIP string, now time.Time) corev1.PodStatus {
 			cond(corev1.PodReady, ready),
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: containerName, Image: image, ImageID: image, Ready: p.Ready, Started: ptr.To(true),
+			Name: cmp.Or(p.Component, containerName), Image: image, ImageID: image, Ready: p.Ready, Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}},
 		}},
 	}

@@ -212,13 +212,28 @@ func outputHere(argv []string) ([]byte, error) {
 	return out, nil
 }
 
+// Bind puts the file Source over Target for the command Exec runs, as `ip netns
+// exec` puts /etc/netns/NAME/resolv.conf over /etc/resolv.conf.
+type Bind struct{ Source, Target string }
+
 // Exec replaces this process with argv running inside the named namespace: the
-// calling thread enters it, and execve keeps that thread's namespace. It returns
-// only on failure.
-func Exec(name string, argv, env []string) error {
+// calling thread enters it, and execve keeps that thread's namespace. With binds,
+// the thread also leaves the host's mount namespace for a private copy, in which
+// each Source is bind-mounted over its Target: the command sees the files, and
+// nothing outside it changes (the copy's mounts are slaves of the host's, so
+// none propagates back). It returns only on failure, having changed nothing but
+// this thread, which is then left locked so that the runtime discards it.
+func Exec(name string, argv, env []string, binds ...Bind) error {
 	path, err := exec.LookPath(argv[0])
 	if err != nil {
 		return err
+	}
+	for _, b := range binds {
+		for _, f := range []string{b.Source, b.Target} {
+			if _, err := os.Stat(f); err != nil {
+				return fmt.Errorf("netns %s: bind %s over %s: %w", name, b.Source, b.Target, err)
+			}
+		}
 	}
 	runtime.LockOSThread()
 	h, err := netns.GetFromPath(Path(name))
@@ -227,6 +242,22 @@ func Exec(name string, argv, env []string) error {
 	}
 	if err := netns.Set(h); err != nil {
 		return fmt.Errorf("netns %s: enter: %w", name, err)
+	}
+	if len(binds) > 0 {
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return fmt.Errorf("netns %s: a private mount namespace: %w", name, err)
+		}
+		// The copy's mounts are shared with the host's where the host's are
+		// (systemd makes / shared): made slaves first, so that the binds below
+		// stay in the copy.
+		if err := unix.Mount("", "/", "", unix.MS_SLAVE|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("netns %s: make / a slave mount: %w", name, err)
+		}
+		for _, b := range binds {
+			if err := unix.Mount(b.Source, b.Target, "", unix.MS_BIND, ""); err != nil {
+				return fmt.Errorf("netns %s: bind %s over %s: %w", name, b.Source, b.Target, err)
+			}
+		}
 	}
 	return syscall.Exec(path, argv, env)
 }

@@ -105,6 +105,7 @@ func (t *Topology) EnableControlPlane() error {
 
 // SetServices makes svcs the lab's Services in place of the ones it has, as an
 // API server holds them (allocated): what a lab with a control plane mirrors.
+// The cluster DNS's Service stays the lab's own, as made from clusterDNS.
 // What the server set about them (uid, resource version, managed fields, status)
 // is left out. The user's EndpointSlices of Services that are gone go too. The
 // topology is left as it was when one of them is not valid in a lab.
@@ -113,6 +114,9 @@ func (t *Topology) SetServices(svcs []corev1.Service) error {
 	f.Services = nil
 	names := map[string]bool{}
 	for i := range svcs {
+		if t.ownsService(&svcs[i]) {
+			continue
+		}
 		svc := svcs[i].DeepCopy()
 		svc.ObjectMeta = metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: svc.Labels, Annotations: svc.Annotations}
 		svc.Status = corev1.ServiceStatus{}
@@ -143,6 +147,12 @@ func (t *Topology) RemoveService(namespace, name string) error {
 	return t.replace(fmt.Sprintf("remove Service %s/%s", namespace, name), f)
 }
 
+// ownsService tells whether svc is the one the lab makes itself: the cluster
+// DNS's.
+func (t *Topology) ownsService(svc *corev1.Service) bool {
+	return t.DNS != nil && IsDNSService(svc.Namespace, svc.Name)
+}
+
 // replace resolves f and, when it is valid, makes it the topology.
 func (t *Topology) replace(op string, f *File) error {
 	nt, errs := resolve(t.Source+" ("+op+")", f, nil)
@@ -165,6 +175,9 @@ func (t *Topology) file() *File {
 		ControlPlane:     t.ControlPlane != nil,
 		LoadBalancers:    loadBalancerSpecs(t.LoadBalancers),
 		ExternalIPRoutes: externalIPRouteSpecs(t.ExternalIPRoutes),
+		DNS:              t.dnsFile.enabled,
+		ClusterDomain:    t.dnsFile.domain,
+		ClusterDNS:       t.dnsFile.ip,
 	}
 	if t.LoadBalancerCIDR != t.NodeCIDR {
 		f.LoadBalancerCIDR = prefixString(t.LoadBalancerCIDR)
@@ -179,6 +192,9 @@ func (t *Topology) file() *File {
 		f.Clients = append(f.Clients, ClientSpec{Name: c.Name, IP: addrString(c.IP)})
 	}
 	for i := range t.Services {
+		if t.ownsService(&t.Services[i]) {
+			continue // made again from clusterDNS
+		}
 		f.Services = append(f.Services, *t.Services[i].DeepCopy())
 	}
 	for i := range t.UserEndpointSlices {
@@ -243,6 +259,10 @@ func (t *Topology) Clone() *Topology {
 	for _, r := range t.ExternalIPRoutes {
 		r.Nodes = slices.Clone(r.Nodes)
 		c.ExternalIPRoutes = append(c.ExternalIPRoutes, r)
+	}
+	if t.DNS != nil {
+		d := *t.DNS
+		c.DNS = &d
 	}
 	c.UserEndpointSlices = nil
 	for i := range t.UserEndpointSlices {

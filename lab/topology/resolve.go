@@ -79,13 +79,16 @@ func resolve(source string, f *File, pos Positions) (*Topology, ErrorList) {
 		r.controlPlane()
 	}
 	r.loadBalancers(f.LoadBalancers, implicitLB)
+	r.dnsSettings(f)
 	r.podSpecs(f.Pods)
 	for i := range f.Services {
 		r.t.DeclaredServices = append(r.t.DeclaredServices, *f.Services[i].DeepCopy())
 	}
+	r.dnsService(f.Services)
 	r.services(f.Services)
 	r.ingress()
 	r.externalIPRoutes(f.ExternalIPRoutes)
+	r.coreDNS()
 	r.endpointSlices(f.EndpointSlices)
 	r.namedTargetPorts()
 	if len(r.errs) > 0 {

@@ -20,7 +20,7 @@ func suggest(k string, fs []jsonField) string {
 	if best != "" {
 		return fmt.Sprintf("; did you mean %q?", best)
 	}
-	if len(fs) <= 16 {
+	if len(fs) <= 20 {
 		names := make([]string, len(fs))
 		for i, f := range fs {
 			names[i] = f.name

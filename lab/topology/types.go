@@ -25,7 +25,17 @@ type File struct {
 	KubeProxyVersion string `json:"kubeProxyVersion,omitempty"`
 	// ControlPlane runs a real kube-apiserver and the EndpointSlice controller in
 	// a member of its own on the node network, and applies the lab through them.
-	ControlPlane   bool                        `json:"controlPlane,omitempty"`
+	ControlPlane bool `json:"controlPlane,omitempty"`
+	// DNS runs the cluster DNS in a lab with a control plane, as kubeadm sets it
+	// up: CoreDNS pods in kube-system behind the kube-dns Service, and pods that
+	// resolve through it. Unset means on; false turns it off.
+	DNS *bool `json:"dns,omitempty"`
+	// ClusterDomain is the DNS zone of the lab's Services (kubelet's
+	// clusterDomain); cluster.local when empty.
+	ClusterDomain string `json:"clusterDomain,omitempty"`
+	// ClusterDNS is the kube-dns Service's ClusterIP (kubelet's clusterDNS); the
+	// tenth address of serviceCIDR when empty, as kubeadm chooses it.
+	ClusterDNS     string                      `json:"clusterDNS,omitempty"`
 	Nodes          []NodeSpec                  `json:"nodes"`
 	Pods           []PodSpec                   `json:"pods,omitempty"`
 	Clients        []ClientSpec                `json:"clients,omitempty"`
@@ -87,9 +97,15 @@ type Topology struct {
 	KubeProxyVersion string
 	// ControlPlane is the API server's member, nil without a control plane.
 	ControlPlane *ControlPlane
-	Nodes        []Node
-	Pods         []Pod
-	Clients      []Client
+	// DNS is the cluster DNS, nil in a lab without one (no control plane, or
+	// dns: false). Its pods are among Pods, its Service among Services.
+	DNS *DNS
+	// dnsFile is what the file says of the cluster DNS, written back by a
+	// mutation even while the lab has none (a control plane may come later).
+	dnsFile dnsFields
+	Nodes   []Node
+	Pods    []Pod
+	Clients []Client
 	// Services have spec.clusterIP(s), ports[].nodePort and healthCheckNodePort filled
 	// in where the API server would have allocated them, and LoadBalancer
 	// Services status.loadBalancer.ingress where their load balancer would have.
@@ -146,6 +162,9 @@ type Pod struct {
 	Ready       bool
 	Terminating bool
 	Ports       []corev1.ContainerPort
+	// Component names the cluster component the pod runs instead of svclab's
+	// servers (ComponentCoreDNS); empty for the lab's own pods.
+	Component string
 }
 
 // Key is "namespace/name", unique in a lab.

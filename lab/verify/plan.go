@@ -3,6 +3,7 @@ package verify
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
@@ -18,6 +19,8 @@ type Plan struct {
 	// backends.
 	Model proxy.Model
 	Flows []Flow
+	// Lookups are the DNS checks of a lab with cluster DNS (see dns.go).
+	Lookups []Lookup
 }
 
 // Flow is one member dialling one address, with what must happen.
@@ -48,9 +51,15 @@ type Flow struct {
 func Derive(t *topology.Topology, m proxy.Model, c proxy.Config) Plan {
 	mod := newModel(t, c)
 	rules := mustSemantics(m)
-	sources := sourcesOf(t)
+	// Echo flows start from the lab's own pods and go to the Services whose
+	// endpoints are svclab's servers; the cluster DNS has its checks below.
+	sources := slices.DeleteFunc(sourcesOf(t), func(s Source) bool { return s.Kind == lab.KindPod && isComponent(t, s.IP) })
 	plan := Plan{Model: m}
-	for _, sp := range proxy.FromObjects(t.Services, t.EndpointSlices()) {
+	ports := proxy.FromObjects(t.Services, t.EndpointSlices())
+	for _, sp := range ports {
+		if servesComponent(t, sp) {
+			continue
+		}
 		targets := []Target{{Addr: netip.AddrPortFrom(sp.ClusterIP, uint16(sp.Port))}}
 		if sp.NodePort != 0 {
 			for _, n := range t.Nodes {
@@ -81,6 +90,7 @@ func Derive(t *topology.Topology, m proxy.Model, c proxy.Config) Plan {
 			}
 		}
 	}
+	plan.Lookups = deriveLookups(t, mod, rules, ports)
 	return plan
 }
 
@@ -102,9 +112,12 @@ func sourcesOf(t *topology.Topology) []Source {
 // Checks are the plan's checks as a run reports them, before any is made: nothing
 // observed, nothing passed.
 func (p Plan) Checks(label string) []Check {
-	checks := make([]Check, len(p.Flows))
-	for i, f := range p.Flows {
-		checks[i] = f.planned(label)
+	checks := make([]Check, 0, len(p.Flows)+len(p.Lookups))
+	for _, f := range p.Flows {
+		checks = append(checks, f.planned(label))
+	}
+	for _, lk := range p.Lookups {
+		checks = append(checks, lk.planned(label))
 	}
 	return checks
 }

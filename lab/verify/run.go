@@ -160,6 +160,13 @@ func Execute(ctx context.Context, l *lab.Lab, p Plan, label string) ([]Check, er
 		}()
 	}
 	wg.Wait()
+	if len(p.Lookups) > 0 && ctx.Err() == nil {
+		lookups, err := executeLookups(ctx, l, p.Lookups, label)
+		if err != nil {
+			return nil, err
+		}
+		checks = append(checks, lookups...)
+	}
 	return checks, ctx.Err()
 }
 

@@ -1,0 +1,248 @@
+package lab
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/topology"
+)
+
+// What a kubelet and its container runtime give a pod's containers besides the
+// network: the service environment variables (pkg/kubelet/envvars) and, with the
+// ClusterFirst DNS policy, a resolv.conf naming the cluster DNS
+// (pkg/kubelet/network/dns). The lab writes both when a pod starts, into the pod's
+// directory of its run directory, and `svclab exec` gives them to the command it
+// runs in the pod. Like a container's, the environment is the one of the pod's
+// start: a Service made later is not in it (DNS finds it). Nodes keep the host's
+// resolv.conf and environment, and so do CoreDNS pods (kubeadm runs them with
+// dnsPolicy: Default).
+
+// Files of a pod's directory.
+const (
+	podEnvFile        = "env"
+	podResolvConfFile = "resolv.conf"
+	// hostResolvConf is the file kubelet's --resolv-conf names by default, whose
+	// search domains a pod's resolv.conf carries after the cluster's.
+	hostResolvConf = "/etc/resolv.conf"
+)
+
+// Limits kubelet holds a pod's search line to (pkg/apis/core/validation,
+// MaxDNSSearchPaths and MaxDNSSearchListChars; a domain longer than a DNS name
+// is dropped, since glibc 2.28 aborts on one).
+const (
+	maxSearchPaths     = 32
+	maxSearchListChars = 2048
+	maxSearchDomain    = 253
+)
+
+// podDir is the directory of a pod's files in the lab recorded in dir as id.
+func podDir(dir, id, pod string) string { return filepath.Join(record.RunDir(dir, id), "pods", pod) }
+
+// writePodFiles writes each pod's environment and, in a lab with cluster DNS,
+// its resolv.conf, from the Services the cluster has now: the API server's with
+// a control plane (the kubernetes Service among them), else the topology's.
+func (l *Lab) writePodFiles(pods []topology.Pod) error {
+	var svcs []corev1.Service
+	if l.cp != nil {
+		var err error
+		if svcs, err = l.cp.watch.Services(); err != nil {
+			return err
+		}
+	} else {
+		svcs = l.Topology().Services
+	}
+	dns := l.Topology().DNS
+	var host []string
+	if dns != nil {
+		var err error
+		if host, err = hostSearches(hostResolvConf); err != nil {
+			return err
+		}
+	}
+	for _, p := range pods {
+		d := podDir(l.dir, l.ID, p.Name)
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return fmt.Errorf("pod %s: %w", p.Key(), err)
+		}
+		env := strings.Join(ServiceEnv(p.Namespace, svcs), "\n") + "\n"
+		if err := os.WriteFile(filepath.Join(d, podEnvFile), []byte(env), 0o644); err != nil {
+			return fmt.Errorf("pod %s: %w", p.Key(), err)
+		}
+		if dns == nil || p.Component != "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(d, podResolvConfFile), []byte(ResolvConf(dns, p.Namespace, host)), 0o644); err != nil {
+			return fmt.Errorf("pod %s: %w", p.Key(), err)
+		}
+	}
+	return nil
+}
+
+// removePodFiles removes a deleted pod's files.
+func (l *Lab) removePodFiles(pod string) error {
+	return os.RemoveAll(podDir(l.dir, l.ID, pod))
+}
+
+// ServiceEnv is the service environment of a container in namespace ns, as
+// kubelet makes it (getServiceEnvVarMap, envvars.FromServices): for every Service
+// with a ClusterIP in ns, and the master Service default/kubernetes whatever ns
+// (unless ns has a Service of that name), NAME_SERVICE_HOST, NAME_SERVICE_PORT
+// (the first port), NAME_SERVICE_PORT_PORTNAME for each named port, and Docker's
+// link variables NAME_PORT and NAME_PORT_PORT_PROTO{,_PROTO,_PORT,_ADDR}; names
+// upper-cased with '-' as '_'. Sorted KEY=VALUE lines.
+func ServiceEnv(ns string, svcs []corev1.Service) []string {
+	byName := map[string]*corev1.Service{}
+	for i := range svcs {
+		s := &svcs[i]
+		if s.Spec.ClusterIP == "" || s.Spec.ClusterIP == corev1.ClusterIPNone || len(s.Spec.Ports) == 0 {
+			continue
+		}
+		switch {
+		case s.Namespace == metav1.NamespaceDefault && s.Name == "kubernetes":
+			if _, ok := byName[s.Name]; !ok {
+				byName[s.Name] = s
+			}
+		case s.Namespace == ns:
+			byName[s.Name] = s
+		}
+	}
+	var env []string
+	set := func(k, v string) { env = append(env, k+"="+v) }
+	for _, s := range byName {
+		prefix := envName(s.Name)
+		ip := s.Spec.ClusterIP
+		set(prefix+"_SERVICE_HOST", ip)
+		set(prefix+"_SERVICE_PORT", strconv.Itoa(int(s.Spec.Ports[0].Port)))
+		for i, p := range s.Spec.Ports {
+			if p.Name != "" {
+				set(prefix+"_SERVICE_PORT_"+envName(p.Name), strconv.Itoa(int(p.Port)))
+			}
+			proto := string(p.Protocol)
+			if proto == "" {
+				proto = string(corev1.ProtocolTCP)
+			}
+			url := strings.ToLower(proto) + "://" + net.JoinHostPort(ip, strconv.Itoa(int(p.Port)))
+			if i == 0 {
+				set(prefix+"_PORT", url)
+			}
+			pp := fmt.Sprintf("%s_PORT_%d_%s", prefix, p.Port, strings.ToUpper(proto))
+			set(pp, url)
+			set(pp+"_PROTO", strings.ToLower(proto))
+			set(pp+"_PORT", strconv.Itoa(int(p.Port)))
+			set(pp+"_ADDR", ip)
+		}
+	}
+	slices.Sort(env)
+	return env
+}
+
+func envName(s string) string { return strings.ToUpper(strings.ReplaceAll(s, "-", "_")) }
+
+// ResolvConf is the resolv.conf a container runtime writes for a pod in
+// namespace ns with the ClusterFirst policy, from what kubelet hands it: the
+// cluster DNS as the only nameserver, the cluster's search domains followed by
+// the host's (duplicates dropped, within kubelet's limits), and ndots:5 as the
+// only option. Written in containerd's order: search, nameserver, options.
+func ResolvConf(d *topology.DNS, ns string, hostSearch []string) string {
+	var search []string
+	for _, s := range append(d.Searches(ns), hostSearch...) {
+		if !slices.Contains(search, s) && len(s) <= maxSearchDomain {
+			search = append(search, s)
+		}
+	}
+	if len(search) > maxSearchPaths {
+		search = search[:maxSearchPaths]
+	}
+	for len(strings.Join(search, " ")) > maxSearchListChars {
+		search = search[:len(search)-1]
+	}
+	return "search " + strings.Join(search, " ") + "\nnameserver " + d.ServiceIP.String() + "\noptions ndots:5\n"
+}
+
+// hostSearches reads the search domains of the host's resolv.conf as kubelet
+// does: the last search line wins, "." is dropped, and a domain's final dot too.
+// A host without the file has none.
+func hostSearches(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var search []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 || fields[0] != "search" {
+			continue
+		}
+		search = nil
+		for _, s := range fields[1:] {
+			if s != "." {
+				search = append(search, strings.TrimSuffix(s, "."))
+			}
+		}
+	}
+	return search, sc.Err()
+}
+
+// PodResolvConf is the resolv.conf the lab wrote for a pod, nil when the pod
+// keeps the host's (no cluster DNS, or a CoreDNS pod).
+func (l *Lab) PodResolvConf(pod string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(podDir(l.dir, l.ID, pod), podResolvConfFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	return b, err
+}
+
+// ExecContext is what `svclab exec` gives a command in member of the lab
+// recorded in dir as r: for a pod, its service environment added to env and its
+// resolv.conf (when it has one of its own) bound over /etc/resolv.conf; for
+// other members, env as it is.
+func ExecContext(dir string, r *record.Lab, member string, env []string) ([]string, []namespaces.Bind, error) {
+	m, ok := r.Member(member)
+	if !ok || m.Kind != KindPod {
+		return env, nil, nil
+	}
+	d := podDir(dir, r.ID, member)
+	b, err := os.ReadFile(filepath.Join(d, podEnvFile))
+	if err != nil {
+		return nil, nil, fmt.Errorf("pod %s of lab %s: its environment: %w", member, r.ID, err)
+	}
+	var pod []string
+	set := map[string]bool{}
+	for _, kv := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		if k, _, ok := strings.Cut(kv, "="); ok {
+			pod, set[k] = append(pod, kv), true
+		}
+	}
+	// The pod's values win: a program reading its environment takes the first
+	// of two.
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
+		k, _, _ := strings.Cut(kv, "=")
+		return set[k]
+	})
+	env = append(env, pod...)
+	var binds []namespaces.Bind
+	resolv := filepath.Join(d, podResolvConfFile)
+	if _, err := os.Stat(resolv); err == nil {
+		binds = append(binds, namespaces.Bind{Source: resolv, Target: hostResolvConf})
+	}
+	return env, binds, nil
+}
