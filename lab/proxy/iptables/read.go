@@ -121,12 +121,12 @@ func readSaved(natSave, filterSave []byte) (proxy.ServiceMap, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		switch o.end {
-		case endDNAT:
-			out[f] = proxy.Forwarded(o.backends, o.affinity).FirewalledBy(ranges)
-		case endDrop:
+		switch o.End {
+		case proxy.WalkDNAT:
+			out[f] = proxy.Forwarded(o.Backends, o.Affinity).FirewalledBy(ranges)
+		case proxy.WalkDrop:
 			out[f] = proxy.Forwarding{Verdict: proxy.Drop}
-		case endReject:
+		case proxy.WalkReject:
 			out[f] = proxy.Forwarding{Verdict: proxy.Reject}
 		default:
 			if v, ok := refused[f]; ok {
@@ -202,46 +202,22 @@ func nodePortFrontend(r *savedRule) (proxy.Frontend, bool) {
 	return proxy.Frontend{Protocol: corev1.Protocol(strings.ToUpper(r.proto)), Port: uint16(port)}, true
 }
 
-// end is how a walk through rules ended.
-type end int
-
-const (
-	// endNone: no rule took the packet; it goes on after the jump that led here.
-	endNone end = iota
-	endDNAT
-	endDrop
-	endReject
-	// endAccept: ACCEPT ends the nat table's walk untranslated.
-	endAccept
-)
-
-// outcome is what a walk met.
-type outcome struct {
-	end      end
-	backends []netip.AddrPort
-	affinity int
-}
-
-// maxDepth bounds the chains a walk follows; kube-proxy's go three deep
-// (KUBE-EXT-, KUBE-SVC-, KUBE-SEP-).
-const maxDepth = 8
-
 type walker struct {
 	nat savedTable
 }
 
 // walk follows rules as a new connection from outside the cluster would (see
 // Read).
-func (w walker) walk(rules []*savedRule, depth int) (outcome, error) {
-	if depth > maxDepth {
-		return outcome{}, errors.New("chains nest deeper than kube-proxy's (a loop?)")
+func (w walker) walk(rules []*savedRule, depth int) (proxy.Walk, error) {
+	if depth > proxy.MaxWalkDepth {
+		return proxy.Walk{}, errors.New("chains nest deeper than kube-proxy's (a loop?)")
 	}
 	// random gathers the endpoints of the rules drawing at random, which each
 	// take some packets and let the rest go on.
-	var random outcome
-	finish := func() outcome {
-		if len(random.backends) > 0 {
-			random.end = endDNAT
+	var random proxy.Walk
+	finish := func() proxy.Walk {
+		if len(random.Backends) > 0 {
+			random.End = proxy.WalkDNAT
 		}
 		return random
 	}
@@ -249,9 +225,9 @@ func (w walker) walk(rules []*savedRule, depth int) (outcome, error) {
 		if r.recentCheck {
 			s, err := strconv.Atoi(r.seconds)
 			if err != nil {
-				return outcome{}, fmt.Errorf("affinity rule without --seconds: %s", r.line)
+				return proxy.Walk{}, fmt.Errorf("affinity rule without --seconds: %s", r.line)
 			}
-			random.affinity = max(random.affinity, s)
+			random.Affinity = max(random.Affinity, s)
 			continue
 		}
 		if !appliesToOutside(r) {
@@ -269,17 +245,17 @@ func (w walker) walk(rules []*savedRule, depth int) (outcome, error) {
 		}
 		o, err := w.follow(r, depth)
 		if err != nil {
-			return outcome{}, err
+			return proxy.Walk{}, err
 		}
 		if r.random {
-			random.backends = append(random.backends, o.backends...)
-			random.affinity = max(random.affinity, o.affinity)
+			random.Backends = append(random.Backends, o.Backends...)
+			random.Affinity = max(random.Affinity, o.Affinity)
 			continue
 		}
-		if o.end != endNone {
-			if o.end == endDNAT {
-				o.backends = append(random.backends, o.backends...)
-				o.affinity = max(random.affinity, o.affinity)
+		if o.End != proxy.WalkNone {
+			if o.End == proxy.WalkDNAT {
+				o.Backends = append(random.Backends, o.Backends...)
+				o.Affinity = max(random.Affinity, o.Affinity)
 			}
 			return o, nil
 		}
@@ -290,26 +266,26 @@ func (w walker) walk(rules []*savedRule, depth int) (outcome, error) {
 }
 
 // follow is where r's target leads.
-func (w walker) follow(r *savedRule, depth int) (outcome, error) {
+func (w walker) follow(r *savedRule, depth int) (proxy.Walk, error) {
 	switch r.target {
 	case "DNAT":
 		ap, err := netip.ParseAddrPort(r.toDestination)
 		if err != nil {
-			return outcome{}, fmt.Errorf("DNAT to %q: %w: %s", r.toDestination, err, r.line)
+			return proxy.Walk{}, fmt.Errorf("DNAT to %q: %w: %s", r.toDestination, err, r.line)
 		}
-		return outcome{end: endDNAT, backends: []netip.AddrPort{ap}}, nil
+		return proxy.Walk{End: proxy.WalkDNAT, Backends: []netip.AddrPort{ap}}, nil
 	case "DROP", "KUBE-MARK-DROP":
 		// KUBE-MARK-DROP marks the packet for the kubelet's KUBE-FIREWALL to drop
 		// (the layout before 1.24).
-		return outcome{end: endDrop}, nil
+		return proxy.Walk{End: proxy.WalkDrop}, nil
 	case "REJECT":
-		return outcome{end: endReject}, nil
+		return proxy.Walk{End: proxy.WalkReject}, nil
 	case "ACCEPT":
-		return outcome{end: endAccept}, nil
+		return proxy.Walk{End: proxy.WalkAccept}, nil
 	}
 	chain, ok := w.nat[r.target]
 	if !ok && !strings.HasPrefix(r.target, "KUBE-") {
-		return outcome{}, fmt.Errorf("target %s not understood: %s", r.target, r.line)
+		return proxy.Walk{}, fmt.Errorf("target %s not understood: %s", r.target, r.line)
 	}
 	// A KUBE- chain with no rules is not listed by its rules; jumping to it
 	// changes nothing.

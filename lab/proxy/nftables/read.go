@@ -82,49 +82,35 @@ func readJSON(listing []byte) (proxy.ServiceMap, error) {
 	}
 	out := proxy.ServiceMap{}
 	refused := map[proxy.Frontend]proxy.Verdict{}
-	for _, name := range []string{mapNoEndpointServices, mapNoEndpointNodePorts} {
-		for _, el := range rs.maps[name] {
-			f, err := frontendOf(el.key)
-			if err != nil {
-				return nil, fmt.Errorf("map %s: %w", name, err)
-			}
-			o, err := rs.verdict(el.verdict, f, 0)
-			if err != nil {
-				return nil, fmt.Errorf("map %s: %s: %w", name, f, err)
-			}
-			switch o.end {
-			case endDrop:
-				refused[f] = proxy.Drop
-			case endReject:
-				refused[f] = proxy.Reject
-			}
+	err = rs.eachVerdict([]string{mapNoEndpointServices, mapNoEndpointNodePorts}, func(f proxy.Frontend, o proxy.Walk) {
+		switch o.End {
+		case proxy.WalkDrop:
+			refused[f] = proxy.Drop
+		case proxy.WalkReject:
+			refused[f] = proxy.Reject
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
-	for _, name := range []string{mapServiceIPs, mapServiceNodePorts} {
-		for _, el := range rs.maps[name] {
-			f, err := frontendOf(el.key)
-			if err != nil {
-				return nil, fmt.Errorf("map %s: %w", name, err)
-			}
-			o, err := rs.verdict(el.verdict, f, 0)
-			if err != nil {
-				return nil, fmt.Errorf("map %s: %s: %w", name, f, err)
-			}
-			switch o.end {
-			case endDNAT:
-				out[f] = proxy.Forwarded(o.backends, o.affinity)
-			case endDrop:
-				out[f] = proxy.Forwarding{Verdict: proxy.Drop}
-			case endReject:
-				out[f] = proxy.Forwarding{Verdict: proxy.Reject}
-			default:
-				if v, ok := refused[f]; ok {
-					out[f] = proxy.Forwarding{Verdict: v}
-				} else {
-					out[f] = proxy.Forwarding{Verdict: proxy.Untranslated}
-				}
+	err = rs.eachVerdict([]string{mapServiceIPs, mapServiceNodePorts}, func(f proxy.Frontend, o proxy.Walk) {
+		switch o.End {
+		case proxy.WalkDNAT:
+			out[f] = proxy.Forwarded(o.Backends, o.Affinity)
+		case proxy.WalkDrop:
+			out[f] = proxy.Forwarding{Verdict: proxy.Drop}
+		case proxy.WalkReject:
+			out[f] = proxy.Forwarding{Verdict: proxy.Reject}
+		default:
+			if v, ok := refused[f]; ok {
+				out[f] = proxy.Forwarding{Verdict: v}
+			} else {
+				out[f] = proxy.Forwarding{Verdict: proxy.Untranslated}
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	for f, v := range refused {
 		if _, ok := out[f]; !ok {
@@ -145,6 +131,25 @@ func readJSON(listing []byte) (proxy.ServiceMap, error) {
 		}
 	}
 	return out, nil
+}
+
+// eachVerdict follows the verdict of every element of the named maps, keyed by
+// frontend, and hands each walk to f.
+func (rs *ruleset) eachVerdict(maps []string, f func(proxy.Frontend, proxy.Walk)) error {
+	for _, name := range maps {
+		for _, el := range rs.maps[name] {
+			fr, err := frontendOf(el.key)
+			if err != nil {
+				return fmt.Errorf("map %s: %w", name, err)
+			}
+			o, err := rs.verdict(el.verdict, fr, 0)
+			if err != nil {
+				return fmt.Errorf("map %s: %s: %w", name, fr, err)
+			}
+			f(fr, o)
+		}
+	}
+	return nil
 }
 
 // firewallRanges reads the firewall chain a firewall-ips element goes to: kube-proxy
@@ -401,106 +406,82 @@ func portOf(raw json.RawMessage) (uint16, error) {
 	return uint16(p), nil
 }
 
-// end is how a walk through rules ended.
-type end int
-
-const (
-	// endNone: no rule took the packet.
-	endNone end = iota
-	endDNAT
-	endDrop
-	endReject
-	// endAccept: accepted untranslated.
-	endAccept
-)
-
-// outcome is what a walk met.
-type outcome struct {
-	end      end
-	backends []netip.AddrPort
-	affinity int
-}
-
-// maxDepth bounds the chains a walk follows; kube-proxy's go three deep
-// (external-, service-, endpoint-).
-const maxDepth = 8
-
 // verdict follows a verdict (a map element's value or a rule's statement) for
 // frontend f's traffic.
-func (rs *ruleset) verdict(v map[string]json.RawMessage, f proxy.Frontend, depth int) (outcome, error) {
+func (rs *ruleset) verdict(v map[string]json.RawMessage, f proxy.Frontend, depth int) (proxy.Walk, error) {
 	for kind, raw := range v {
 		switch kind {
 		case "drop":
-			return outcome{end: endDrop}, nil
+			return proxy.Walk{End: proxy.WalkDrop}, nil
 		case "reject":
-			return outcome{end: endReject}, nil
+			return proxy.Walk{End: proxy.WalkReject}, nil
 		case "accept":
-			return outcome{end: endAccept}, nil
+			return proxy.Walk{End: proxy.WalkAccept}, nil
 		case "goto", "jump":
 			var t struct {
 				Target string `json:"target"`
 			}
 			if err := json.Unmarshal(raw, &t); err != nil {
-				return outcome{}, fmt.Errorf("%s %s: %w", kind, raw, err)
+				return proxy.Walk{}, fmt.Errorf("%s %s: %w", kind, raw, err)
 			}
 			rules, ok := rs.chains[t.Target]
 			if !ok {
-				return outcome{}, fmt.Errorf("%s to chain %s, which is not in the table", kind, t.Target)
+				return proxy.Walk{}, fmt.Errorf("%s to chain %s, which is not in the table", kind, t.Target)
 			}
 			return rs.walk(rules, f, depth+1)
 		}
-		return outcome{}, fmt.Errorf("verdict %s not understood", kind)
+		return proxy.Walk{}, fmt.Errorf("verdict %s not understood", kind)
 	}
-	return outcome{}, errors.New("empty verdict")
+	return proxy.Walk{}, errors.New("empty verdict")
 }
 
 // walk follows a chain's rules (see Read).
-func (rs *ruleset) walk(rules []rule, f proxy.Frontend, depth int) (outcome, error) {
-	if depth > maxDepth {
-		return outcome{}, errors.New("chains nest deeper than kube-proxy's (a loop?)")
+func (rs *ruleset) walk(rules []rule, f proxy.Frontend, depth int) (proxy.Walk, error) {
+	if depth > proxy.MaxWalkDepth {
+		return proxy.Walk{}, errors.New("chains nest deeper than kube-proxy's (a loop?)")
 	}
 	affinity := 0
 	for _, r := range rules {
 		o, stop, err := rs.rule(r, f, &affinity, depth)
 		if err != nil {
-			return outcome{}, fmt.Errorf("chain %s, rule handle %d: %w", r.chain, r.handle, err)
+			return proxy.Walk{}, fmt.Errorf("chain %s, rule handle %d: %w", r.chain, r.handle, err)
 		}
 		if stop {
-			if o.end == endDNAT {
-				o.affinity = max(o.affinity, affinity)
+			if o.End == proxy.WalkDNAT {
+				o.Affinity = max(o.Affinity, affinity)
 			}
 			return o, nil
 		}
 	}
-	return outcome{}, nil
+	return proxy.Walk{}, nil
 }
 
 // rule evaluates one rule; stop tells that the chain ends with it (a verdict, a
 // dnat, or a goto, after which the chain's later rules are not reached).
 // Affinity set references raise *affinity to their timeout.
-func (rs *ruleset) rule(r rule, f proxy.Frontend, affinity *int, depth int) (o outcome, stop bool, err error) {
+func (rs *ruleset) rule(r rule, f proxy.Frontend, affinity *int, depth int) (o proxy.Walk, stop bool, err error) {
 	for _, e := range r.expr {
 		for kind, raw := range e {
 			switch kind {
 			case "match":
 				applies, set, err := matches(raw, f)
 				if err != nil {
-					return outcome{}, false, err
+					return proxy.Walk{}, false, err
 				}
 				if set != "" {
 					*affinity = max(*affinity, rs.timeouts[set])
 				}
 				if !applies {
-					return outcome{}, false, nil
+					return proxy.Walk{}, false, nil
 				}
 			case "mangle", "counter", "set", "log", "notrack", "meta", "ct":
 				// Marks, counters, affinity updates: the packet goes on.
 			case "dnat":
 				backends, err := dnatTargets(raw)
 				if err != nil {
-					return outcome{}, false, err
+					return proxy.Walk{}, false, err
 				}
-				return outcome{end: endDNAT, backends: backends}, true, nil
+				return proxy.Walk{End: proxy.WalkDNAT, Backends: backends}, true, nil
 			case "vmap":
 				o, err := rs.randomVmap(raw, f, depth)
 				return o, true, err
@@ -509,18 +490,18 @@ func (rs *ruleset) rule(r rule, f proxy.Frontend, affinity *int, depth int) (o o
 				return o, true, err
 			case "jump":
 				o, err := rs.verdict(e, f, depth)
-				return o, o.end != endNone, err
+				return o, o.End != proxy.WalkNone, err
 			case "return":
-				return outcome{}, true, nil
+				return proxy.Walk{}, true, nil
 			case "drop", "reject", "accept":
 				o, err := rs.verdict(e, f, depth)
 				return o, true, err
 			default:
-				return outcome{}, false, fmt.Errorf("statement %s not understood", kind)
+				return proxy.Walk{}, false, fmt.Errorf("statement %s not understood", kind)
 			}
 		}
 	}
-	return outcome{}, false, nil
+	return proxy.Walk{}, false, nil
 }
 
 // matches tells whether a match applies to f's traffic from outside the
@@ -653,7 +634,7 @@ func dnatTargets(raw json.RawMessage) ([]netip.AddrPort, error) {
 
 // randomVmap reads `numgen random mod N vmap { 0 : goto endpoint-..., ... }`:
 // every element's chain is one of the endpoints a new connection may go to.
-func (rs *ruleset) randomVmap(raw json.RawMessage, f proxy.Frontend, depth int) (outcome, error) {
+func (rs *ruleset) randomVmap(raw json.RawMessage, f proxy.Frontend, depth int) (proxy.Walk, error) {
 	var v struct {
 		Key  map[string]json.RawMessage `json:"key"`
 		Data struct {
@@ -661,22 +642,22 @@ func (rs *ruleset) randomVmap(raw json.RawMessage, f proxy.Frontend, depth int) 
 		} `json:"data"`
 	}
 	if err := json.Unmarshal(raw, &v); err != nil || v.Key["numgen"] == nil {
-		return outcome{}, fmt.Errorf("vmap %s: not a numgen vmap", raw)
+		return proxy.Walk{}, fmt.Errorf("vmap %s: not a numgen vmap", raw)
 	}
-	all := outcome{}
+	all := proxy.Walk{}
 	for _, kv := range v.Data.Set {
 		var verdict map[string]json.RawMessage
 		if err := json.Unmarshal(kv[1], &verdict); err != nil {
-			return outcome{}, fmt.Errorf("vmap element %s: %w", kv[1], err)
+			return proxy.Walk{}, fmt.Errorf("vmap element %s: %w", kv[1], err)
 		}
 		o, err := rs.verdict(verdict, f, depth)
 		if err != nil {
-			return outcome{}, err
+			return proxy.Walk{}, err
 		}
-		if o.end == endDNAT {
-			all.end = endDNAT
-			all.backends = append(all.backends, o.backends...)
-			all.affinity = max(all.affinity, o.affinity)
+		if o.End == proxy.WalkDNAT {
+			all.End = proxy.WalkDNAT
+			all.Backends = append(all.Backends, o.Backends...)
+			all.Affinity = max(all.Affinity, o.Affinity)
 		}
 	}
 	return all, nil
