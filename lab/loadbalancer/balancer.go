@@ -81,6 +81,10 @@ type Balancer struct {
 	ns     *namespaces.NS
 	link   int
 	client *http.Client
+	// firstClient asks a check that was never answered: no route depends on it
+	// yet, so a loaded machine gets firstProbeIntervals intervals to answer,
+	// where a route's next hop would otherwise start as a blackhole.
+	firstClient *http.Client
 
 	// roundMu serialises probe rounds: the loop's and those SetVIPs runs.
 	roundMu sync.Mutex
@@ -118,9 +122,10 @@ func Start(cfg Config, vips []VIP) (*Balancer, error) {
 	b := &Balancer{
 		cfg: cfg, ns: ns, link: link.Attrs().Index,
 		// A probe not answered when the next round is due goes unanswered.
-		client: traffic.HTTPClient(cfg.NetNS, cfg.Interval),
-		hops:   map[netip.Addr][]string{},
-		health: map[check]bool{}, misses: map[check]int{},
+		client:      traffic.HTTPClient(cfg.NetNS, cfg.Interval),
+		firstClient: traffic.HTTPClient(cfg.NetNS, firstProbeIntervals*cfg.Interval),
+		hops:        map[netip.Addr][]string{},
+		health:      map[check]bool{}, misses: map[check]int{},
 		stop: make(chan struct{}), done: make(chan struct{}),
 	}
 	if err := b.SetVIPs(vips); err != nil {
@@ -244,6 +249,10 @@ func portOf(v VIP) int {
 	return proxy.HealthzPort
 }
 
+// firstProbeIntervals is how many intervals a check never answered before may
+// take to answer.
+const firstProbeIntervals = 10
+
 // unansweredLimit is how many rounds in a row a check may go unanswered before
 // its node counts as down.
 const unansweredLimit = 3
@@ -251,7 +260,8 @@ const unansweredLimit = 3
 // probe asks every node, in parallel, on every port the VIPs need. A check
 // passes with a 200 and fails with any other answer; unanswered, it keeps its
 // last state until unansweredLimit rounds in a row went so (a check never
-// answered fails).
+// answered fails; until it is first answered it is given firstProbeIntervals
+// intervals).
 func (b *Balancer) probe(vips []VIP) map[check]bool {
 	var checks []check
 	for _, n := range b.cfg.Nodes {
@@ -263,13 +273,22 @@ func (b *Balancer) probe(vips []VIP) map[check]bool {
 		}
 	}
 	codes := make(map[check]int, len(checks))
+	b.mu.Lock()
+	clients := make(map[check]*http.Client, len(checks))
+	for _, c := range checks {
+		clients[c] = b.client
+		if _, answered := b.health[c]; !answered {
+			clients[c] = b.firstClient
+		}
+	}
+	b.mu.Unlock()
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, c := range checks {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			code := b.get(c)
+			code := b.get(clients[c], c)
 			mu.Lock()
 			codes[c] = code
 			mu.Unlock()
@@ -296,12 +315,12 @@ func (b *Balancer) probe(vips []VIP) map[check]bool {
 }
 
 // get is one probe's status code, 0 when it got none.
-func (b *Balancer) get(c check) int {
+func (b *Balancer) get(client *http.Client, c check) int {
 	path := "/"
 	if c.port == proxy.HealthzPort {
 		path = "/healthz"
 	}
-	resp, err := b.client.Get("http://" + net.JoinHostPort(c.node.String(), strconv.Itoa(c.port)) + path)
+	resp, err := client.Get("http://" + net.JoinHostPort(c.node.String(), strconv.Itoa(c.port)) + path)
 	if err != nil {
 		return 0
 	}
