@@ -10,6 +10,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -240,7 +241,31 @@ func describePort(sp proxy.ServicePort) string {
 	for _, e := range sp.Endpoints {
 		eps = append(eps, fmt.Sprintf("%s(ready=%v serving=%v terminating=%v node=%s)", e, e.Ready, e.Serving, e.Terminating, e.NodeName))
 	}
-	return fmt.Sprintf("%s:%d nodePort %d endpoints [%s]", sp.ClusterIP, sp.Port, sp.NodePort, strings.Join(eps, " "))
+	return fmt.Sprintf("%s:%d nodePort %d external IPs %v load balancer IPs %v source ranges %v endpoints [%s]",
+		sp.ClusterIP, sp.Port, sp.NodePort, sp.ExternalIPs, sp.LoadBalancerIPs, sp.SourceRanges, strings.Join(eps, " "))
+}
+
+// publishIngress writes the ingress the topology gave each LoadBalancer Service
+// into its status in the API server, as a cloud controller or MetalLB reports
+// the address it assigned, and clears the status of a Service no longer of that
+// type. svcs are the Services as the API server holds them.
+func (l *Lab) publishIngress(ctx context.Context, svcs []corev1.Service) error {
+	t := l.Topology()
+	for i := range svcs {
+		cur := svcs[i].DeepCopy()
+		want := corev1.LoadBalancerStatus{}
+		if s, ok := t.Service(cur.Namespace, cur.Name); ok && s.Spec.Type == corev1.ServiceTypeLoadBalancer {
+			want = s.Status.LoadBalancer
+		}
+		if apiequality.Semantic.DeepEqual(cur.Status.LoadBalancer, want) {
+			continue
+		}
+		cur.Status.LoadBalancer = *want.DeepCopy()
+		if err := l.cp.client.UpdateStatus(ctx, cluster.Services, cur); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // follow keeps the lab in step with changes made to the API server by others
@@ -275,6 +300,9 @@ func (l *Lab) resync(ctx context.Context) error {
 		return err
 	}
 	if err := l.mirrorServices(svcs); err != nil {
+		return err
+	}
+	if err := l.publishIngress(ctx, svcs); err != nil {
 		return err
 	}
 	return l.Sync(ctx)

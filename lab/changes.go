@@ -67,6 +67,9 @@ func (l *Lab) changeServices(ctx context.Context, mutate func(t *topology.Topolo
 	if err := l.mirrorServices(svcs); err != nil {
 		return err
 	}
+	if err := l.publishIngress(ctx, svcs); err != nil {
+		return err
+	}
 	return l.Sync(ctx)
 }
 

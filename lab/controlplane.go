@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -250,7 +251,14 @@ func (l *Lab) applyTopology(ctx context.Context) error {
 	}
 	// The controller manager makes every namespace's default service account,
 	// but pods are admitted only once it exists: a lab's pods would race it.
-	for _, ns := range append([]string{metav1.NamespaceDefault}, namespaceNames(cluster.NamespacesOf(t))...) {
+	accounts := append([]string{metav1.NamespaceDefault}, namespaceNames(cluster.NamespacesOf(t))...)
+	for _, p := range t.Pods {
+		// kube-system's too: the lab's CoreDNS pods run there.
+		if !slices.Contains(accounts, p.Namespace) {
+			accounts = append(accounts, p.Namespace)
+		}
+	}
+	for _, ns := range accounts {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
 		if err := c.Ensure(ctx, cluster.ServiceAccounts, sa); err != nil {
 			return err
@@ -268,6 +276,9 @@ func (l *Lab) applyTopology(ctx context.Context) error {
 		if err := c.Create(ctx, cluster.Services, svc); err != nil {
 			return err
 		}
+		// The API server takes no status on create: the file's ingress is
+		// kept for the topology, which publishes it below.
+		svc.Status = declared.Status
 		svcs = append(svcs, *svc)
 	}
 	for i := range t.UserEndpointSlices {
@@ -276,13 +287,19 @@ func (l *Lab) applyTopology(ctx context.Context) error {
 		}
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	next := l.topo.Clone()
-	if err := next.SetServices(svcs); err != nil {
+	err := next.SetServices(svcs)
+	if err == nil {
+		l.topo = next
+	}
+	l.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("the API server's Services: %w", err)
 	}
-	l.topo = next
-	return nil
+	for i := range svcs {
+		svcs[i].Status = corev1.ServiceStatus{}
+	}
+	return l.publishIngress(ctx, svcs)
 }
 
 // writePods creates pods as the scheduler and the kubelet would leave them:

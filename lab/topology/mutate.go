@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"maps"
+	"reflect"
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
@@ -119,7 +120,7 @@ func (t *Topology) SetServices(svcs []corev1.Service) error {
 		}
 		svc := svcs[i].DeepCopy()
 		svc.ObjectMeta = metav1.ObjectMeta{Name: svc.Name, Namespace: svc.Namespace, Labels: svc.Labels, Annotations: svc.Annotations}
-		svc.Status = corev1.ServiceStatus{}
+		svc.Status = corev1.ServiceStatus{LoadBalancer: t.ingressOf(svc)}
 		f.Services = append(f.Services, *svc)
 		names[svc.Namespace+"/"+svc.Name] = true
 	}
@@ -127,6 +128,25 @@ func (t *Topology) SetServices(svcs []corev1.Service) error {
 		return !names[s.Namespace+"/"+s.Labels[discoveryv1.LabelServiceName]]
 	})
 	return t.replace("set Services", f)
+}
+
+// ingressOf is the load balancer status a Service set by SetServices keeps: the
+// one it carries (a file's or the API server's), else the ingress the topology
+// gave it already, as a load balancer keeps a Service's address while it stays
+// a LoadBalancer of the same class; none for other types. Without it the
+// addresses would follow the order the Services come in.
+func (t *Topology) ingressOf(svc *corev1.Service) corev1.LoadBalancerStatus {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
+		return corev1.LoadBalancerStatus{}
+	}
+	if len(svc.Status.LoadBalancer.Ingress) > 0 {
+		return svc.Status.LoadBalancer
+	}
+	cur, ok := t.Service(svc.Namespace, svc.Name)
+	if !ok || cur.Spec.Type != corev1.ServiceTypeLoadBalancer || !reflect.DeepEqual(cur.Spec.LoadBalancerClass, svc.Spec.LoadBalancerClass) {
+		return corev1.LoadBalancerStatus{}
+	}
+	return *cur.Status.LoadBalancer.DeepCopy()
 }
 
 // RemoveService removes a Service together with the EndpointSlices the user gave
