@@ -109,9 +109,10 @@ func Binary(ctx context.Context, o Options) (string, error) {
 }
 
 // checkBinary runs path's version command, so a wrong --kube-binary fails before
-// a lab is built around it.
+// a lab is built around it. Its first run reads the whole binary (about 150 MB):
+// an emulated VM on a loaded host took over 30 s to do it, hence the long bound.
 func checkBinary(ctx context.Context, path string) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, path, "version").CombinedOutput()
 	if err != nil {
