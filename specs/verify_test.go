@@ -170,6 +170,12 @@ var _ = Describe("svclab verify --flows", Label("verify"), func() {
 			Expect(plan.Checks).To(Equal(asPlanned(rep.Checks)))
 		})
 
+		if !m.own() {
+			// Which flows fail is verify's comparison, whoever programmed the
+			// rules; the shipped flows above take the real kube-proxy through
+			// the command line.
+			continue
+		}
 		It("passes right flows and fails exactly the wrong ones, "+m.label, func() {
 			topo := writeFile(GinkgoT().TempDir(), "services.yaml", []byte(servicesLab))
 			rep, code := verifyAsRoot(append(modeArgs(m), "-f", topo, "--flows", rightFlows)...)
