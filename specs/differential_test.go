@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -96,9 +95,9 @@ func selected(label string) bool {
 // enclosing container ends.
 func upPair(t *topology.Topology, o differential.Options) *differential.Pair {
 	o.KubeBinary = kubeBinary
-	c, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	p, err := differential.UpPair(c, t, o)
+	// No deadline of its own, like upLab's: under TCG on a loaded machine an API
+	// server took more than five minutes to become ready.
+	p, err := differential.UpPair(context.Background(), t, o)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		Expect(p.Down()).To(Succeed())
