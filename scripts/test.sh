@@ -45,7 +45,9 @@ step "go vet and Go tests"
 go vet ./...
 go test -count=1 -timeout 20m ./lab/... ./vm/... ./cmd/... ./scripts/...
 
-# The kube-proxy-* modes run the real kube-proxy behind a real API server; with
+# The kube-proxy-* modes run the real kube-proxy behind a real API server (each
+# lab waits ~10 s for it; a kube-proxy mode's suite took 10-13 min on a loaded
+# 2-core machine, hence the longer timeouts); with
 # both iptables-X and kube-proxy-iptables-X listed the suite also runs the
 # differential check of svclab's proxier against kube-proxy (label differential).
 step "Ginkgo suite on this kernel ($(uname -r)): iptables-nft, iptables-legacy, and the real kube-proxy (nftables, iptables-nft, iptables-legacy)"
@@ -53,9 +55,9 @@ SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
   iptables-nft,iptables-legacy,kube-proxy-nftables,kube-proxy-iptables-nft,kube-proxy-iptables-legacy
 
 step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs, iptables-nft, iptables-legacy, and the real kube-proxy in IPVS mode"
-scripts/vm/run.sh --out "$out/vm" --timeout 60m --mem 4096 --kube-binary "$kube_binary" \
+scripts/vm/run.sh --out "$out/vm" --timeout 150m --mem 4096 --kube-binary "$kube_binary" \
   --env SVCLAB_MODES=ipvs,iptables-nft,iptables-legacy,kube-proxy-ipvs --env SVCLAB_BIN=/svclab/bin/svclab \
-  --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml -test.timeout=60m
+  --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml -test.timeout=140m
 go run ./scripts/ci/checkreport "$out/vm/specs-vm.json"
 
 step "svclab verify, every mode, on the shipped topologies"
