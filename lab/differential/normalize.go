@@ -1,6 +1,7 @@
 package differential
 
 import (
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,11 +38,15 @@ func normalize(argv []string, out string) string {
 
 var chainCounters = regexp.MustCompile(`\s*\[\d+:\d+\]$`)
 
-// normalizeIPTablesSave prints each table of iptables-save output with its
-// chains in name order (declarations without counters, then each chain's rules),
-// keeping rule order except in dispatch chains, where rules are sorted.
+// normalizeIPTablesSave prints each table of iptables-save output, tables in
+// name order (iptables-legacy-save prints them in the order the kernel
+// registered them), with its chains in name order (declarations without
+// counters, then each chain's rules), keeping rule order except in dispatch
+// chains, where rules are sorted.
 func normalizeIPTablesSave(out string) string {
+	tables := map[string]string{}
 	var b strings.Builder
+	var table string
 	var decls []string
 	rules := map[string][]string{}
 	flush := func() {
@@ -69,6 +74,8 @@ func normalizeIPTablesSave(out string) string {
 		switch {
 		case line == "" || strings.HasPrefix(line, "#"):
 		case strings.HasPrefix(line, "*"):
+			table = line
+			b.Reset()
 			b.WriteString(line + "\n")
 		case strings.HasPrefix(line, ":"):
 			decls = append(decls, chainCounters.ReplaceAllString(line, ""))
@@ -78,11 +85,17 @@ func normalizeIPTablesSave(out string) string {
 		case line == "COMMIT":
 			flush()
 			b.WriteString("COMMIT\n")
+			tables[table] += b.String()
+			b.Reset()
 		default:
 			b.WriteString(line + "\n")
 		}
 	}
-	return b.String()
+	var all strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(tables)) {
+		all.WriteString(tables[name])
+	}
+	return all.String()
 }
 
 // normalizeIPVSAdm prints `ipvsadm -Ln` with virtual servers in address order,

@@ -37,6 +37,11 @@ func TestNormalizeIPTablesSave(t *testing.T) {
 	if a, b := normalize(argv, save), normalize(argv, reordered); a != b {
 		t.Errorf("same rules, other order and counters, normalized differently:\n%s\nand\n%s", a, b)
 	}
+	// iptables-legacy-save prints tables in the order the kernel registered them.
+	mangle := "*mangle\n:PREROUTING ACCEPT [0:0]\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n"
+	if a, b := normalize(argv, mangle+save), normalize(argv, save+mangle); a != b {
+		t.Errorf("the same tables in another order normalized differently:\n%s\nand\n%s", a, b)
+	}
 	for name, changed := range map[string]string{
 		"probability": strings.Replace(save, "0.50000000000", "0.70000000000", 1),
 		"order of a Service's endpoints": strings.Replace(save,
