@@ -15,6 +15,6 @@ if [ -n "${2:-}" ]; then
   export SVCLAB_MODES=$2
 fi
 go build -o "$out/svclab" ./cmd/svclab
-SVCLAB_BIN="$out/svclab" go test -count=1 -timeout 60m ./specs \
+SVCLAB_BIN="$out/svclab" go test -count=1 -timeout 120m ./specs \
   -ginkgo.json-report="$out/specs.json" -ginkgo.junit-report="$out/specs.xml"
 go run ./scripts/ci/checkreport "$out/specs.json"

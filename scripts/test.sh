@@ -4,9 +4,12 @@
 #   0. scripts/ci/checksources: the repository holds sources only (no tracked
 #      binary, nothing over 1 MB outside docs/bench/);
 #   1. go vet and the Go tests of every package (parsing, rules, the VM runner, ...);
-#   2. the Ginkgo suite on this kernel, in both iptables modes (nft, legacy);
+#   2. the Ginkgo suite on this kernel, in both iptables modes (nft, legacy) and
+#      with the real kube-proxy (nftables, iptables-nft, iptables-legacy), with
+#      the differential check of svclab's iptables proxier against kube-proxy;
 #   3. the Ginkgo suite in svclab's VM on Debian's kernel: IPVS and both iptables
-#      modes again, so every run covers two kernels;
+#      modes again, so every run covers two kernels, and kube-proxy in IPVS mode
+#      (with the differential check of svclab's IPVS proxier);
 #   4. svclab verify on the shipped topologies in every mode;
 #   5. svclab bench --quick, a smoke test of the benchmark's output;
 #   6. vagrant validate and scripts/provision.sh --check.
@@ -35,20 +38,26 @@ go run ./scripts/ci/checksources
 
 step "the Kubernetes components (svclab-kube: built once from components/, cached in /var/cache/svclab/kube)"
 t0=$SECONDS
-go run ./cmd/svclab kube-binary
-echo "components ready in $((SECONDS - t0)) s"
+kube_binary=$(go run ./cmd/svclab kube-binary)
+echo "components ready in $((SECONDS - t0)) s: $kube_binary"
 
 step "go vet and Go tests"
 go vet ./...
 go test -count=1 -timeout 20m ./lab/... ./vm/... ./cmd/... ./scripts/...
 
-step "Ginkgo suite on this kernel ($(uname -r)): iptables-nft, iptables-legacy"
-scripts/specs.sh "$out/host" iptables-nft,iptables-legacy
+# The kube-proxy-* modes run the real kube-proxy behind a real API server (each
+# lab waits ~10 s for it; a kube-proxy mode's suite took 10-13 min on a loaded
+# 2-core machine, hence the longer timeouts); with
+# both iptables-X and kube-proxy-iptables-X listed the suite also runs the
+# differential check of svclab's proxier against kube-proxy (label differential).
+step "Ginkgo suite on this kernel ($(uname -r)): iptables-nft, iptables-legacy, and the real kube-proxy (nftables, iptables-nft, iptables-legacy)"
+SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
+  iptables-nft,iptables-legacy,kube-proxy-nftables,kube-proxy-iptables-nft,kube-proxy-iptables-legacy
 
-step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs, iptables-nft, iptables-legacy"
-scripts/vm/run.sh --out "$out/vm" --timeout 60m \
-  --env SVCLAB_MODES=ipvs,iptables-nft,iptables-legacy --env SVCLAB_BIN=/svclab/bin/svclab \
-  --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml -test.timeout=60m
+step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs, iptables-nft, iptables-legacy, and the real kube-proxy in IPVS mode"
+scripts/vm/run.sh --out "$out/vm" --timeout 150m --mem 4096 --kube-binary "$kube_binary" \
+  --env SVCLAB_MODES=ipvs,iptables-nft,iptables-legacy,kube-proxy-ipvs --env SVCLAB_BIN=/svclab/bin/svclab \
+  --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml -test.timeout=140m
 go run ./scripts/ci/checkreport "$out/vm/specs-vm.json"
 
 step "svclab verify, every mode, on the shipped topologies"

@@ -163,6 +163,11 @@ var _ = Describe("Load distribution", func() {
 				})
 			})
 
+			if !m.own() {
+				// The test's own negative control runs in svclab's modes: the
+				// chi-square test does not depend on who wrote the rules.
+				return
+			}
 			It("negative control: the same test fails on a deliberately skewed rule set", func() {
 				skew(l, m, "node-1", "10.96.0.10")
 				counts := distribution(l, "c-1", "10.96.0.10:80", distConnections)

@@ -83,10 +83,11 @@ services:
       ports: [{port: 80, targetPort: 8080, nodePort: 30040}]
 `
 
-// ipvsSelected tells whether SVCLAB_MODES runs IPVS mode; the IPVS-only specs are in
+// ipvsSelected tells whether SVCLAB_MODES runs svclab's IPVS mode (its rendered layout,
+// and schedulers set through its configuration); these IPVS-only specs are in
 // the tree only then.
 func ipvsSelected() (modeCase, bool) {
-	for _, m := range modes {
+	for _, m := range ownModes() {
 		if m.model() == proxy.ModelIPVS {
 			return m, true
 		}

@@ -200,11 +200,18 @@ var _ = Describe("Services", func() {
 					Entry("node-3 (no backend)", "node-3", "192.168.1.12", ""),
 				)
 
-				It("answers on the node's localhost too (kube-proxy's localhostNodePorts)", func() {
-					if m.model() == proxy.ModelIPVS {
+				It("answers on the node's localhost too (kube-proxy's localhostNodePorts), in iptables mode only", func() {
+					switch m.model() {
+					case proxy.ModelIPVS:
 						// IPVS mode never served NodePorts on 127.0.0.1; kube-proxy refuses
 						// localhostNodePorts there.
 						Expect(outcome(l, "node-3", "TCP", "127.0.0.1:30080", time.Second)).NotTo(Equal(traffic.Answered))
+						return
+					case proxy.ModelNFTables:
+						// kube-proxy's nftables mode does not serve NodePorts on
+						// localhost (KEP-3866): nothing translates 127.0.0.1, and
+						// nothing listens there.
+						Expect(outcome(l, "node-3", "TCP", "127.0.0.1:30080", time.Second)).To(Equal(traffic.Refused))
 						return
 					}
 					backendsSeen(l, "node-3", "TCP", "127.0.0.1:30080", "web-1", "web-2")

@@ -8,10 +8,11 @@ import (
 )
 
 // uniformAlpha is the false-failure rate of one uniformity test: the chance that
-// counts drawn from a truly uniform choice fail it. A run makes at most a dozen such
-// tests per mode run (four iptables runs and one IPVS run in CI, besides the
-// negative controls, which must fail), so they fail a CI run falsely about once
-// in 8,000 runs (12 x 1e-5).
+// counts drawn from a truly uniform choice fail it. A mode runs three such tests,
+// and CI runs nine modes (iptables-nft, iptables-legacy and kube-proxy's
+// nftables, iptables-nft and iptables-legacy on the host; ipvs, both iptables
+// backends and kube-proxy's ipvs in the VM), besides the negative controls, which
+// must fail: they fail a CI run falsely about once in 3,700 runs (27 x 1e-5).
 const uniformAlpha = 1e-5
 
 // uniformity is Pearson's chi-square test of counts against a uniform choice.

@@ -1,10 +1,17 @@
 // Package specs is svclab's Ginkgo suite: real labs, real rules, real packets. It
 // needs root (or CAP_NET_ADMIN and CAP_SYS_ADMIN). Every spec runs for every mode
-// listed in SVCLAB_MODES (default: every mode this kernel supports); a listed mode the
-// kernel cannot run fails the suite instead of being skipped.
+// listed in SVCLAB_MODES (default: every mode of svclab's own proxiers this kernel
+// supports); a listed mode the kernel cannot run fails the suite instead of being
+// skipped. Modes labelled kube-proxy-MODE ("kube-proxy-nftables",
+// "kube-proxy-iptables-nft") run the real kube-proxy behind a real API server
+// (the component binary: $SVCLAB_KUBE_BINARY, or built and cached on first use),
+// in the specs about what packets do; the specs about svclab's own proxiers
+// (apply methods, conntrack-cleanup switches, rendered rules) run only in svclab's
+// modes.
 package specs
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,6 +23,7 @@ import (
 	"github.com/onsi/gomega/gexec"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/proxy"
 	_ "github.com/svclab/svclab/lab/proxy/iptables"
 	_ "github.com/svclab/svclab/lab/proxy/ipvs"
@@ -31,16 +39,36 @@ func TestSpecs(t *testing.T) {
 // the suite.
 var svclabBin string
 
+// kubeBinary is the component binary the kube-proxy modes' labs run; empty when
+// SVCLAB_MODES lists none.
+var kubeBinary string
+
 var _ = SynchronizedBeforeSuite(func() []byte {
 	Expect(lab.CheckPrivileges()).To(Succeed(), "the specs build real labs")
-	if bin := os.Getenv("SVCLAB_BIN"); bin != "" {
-		return []byte(bin)
+	kubeBin := ""
+	for _, m := range modes {
+		if m.kubeProxy {
+			// Built here (minutes, the first time) rather than by the first lab,
+			// whose spec would time out; a failure fails the suite.
+			var err error
+			kubeBin, err = kube.Binary(context.Background(), kube.Options{Log: GinkgoWriter})
+			Expect(err).NotTo(HaveOccurred(), "SVCLAB_MODES lists %s, which runs the Kubernetes components", m.label)
+			break
+		}
 	}
-	bin, err := gexec.Build("github.com/svclab/svclab/cmd/svclab")
-	Expect(err).NotTo(HaveOccurred())
-	return []byte(bin)
-}, func(bin []byte) {
-	svclabBin = string(bin)
+	bin := os.Getenv("SVCLAB_BIN")
+	if bin == "" {
+		var err error
+		bin, err = gexec.Build("github.com/svclab/svclab/cmd/svclab")
+		Expect(err).NotTo(HaveOccurred())
+	}
+	return []byte(bin + "\n" + kubeBin)
+}, func(paths []byte) {
+	svclabBin, kubeBinary, _ = strings.Cut(string(paths), "\n")
+	if kubeBinary != "" {
+		// The svclab commands the CLI specs run take it from here.
+		Expect(os.Setenv(kube.BinaryEnv, kubeBinary)).To(Succeed())
+	}
 	_, err := os.Stat(svclabBin)
 	Expect(err).NotTo(HaveOccurred(), "svclab binary %s", svclabBin)
 	for _, m := range modes {
@@ -54,45 +82,77 @@ var _ = SynchronizedAfterSuite(func() {}, func() {
 	}
 })
 
-// modeCase is one mode (and variant) every Service spec runs in.
+// modeCase is one mode (and variant) every Service spec runs in, programmed by
+// svclab's proxier or by the real kube-proxy.
 type modeCase struct {
-	label   string
-	mode    proxy.Mode
-	backend string
+	label     string
+	mode      proxy.Mode
+	backend   string
+	kubeProxy bool
 }
+
+// own tells whether svclab's own proxier programs the mode: specs about its
+// apply methods, switches and rendered rules run only then.
+func (m modeCase) own() bool { return !m.kubeProxy }
 
 // model is the dataplane model of the mode, which the specs that reach into a
 // node's rules switch on.
 func (m modeCase) model() proxy.Model { return m.mode.Dataplane.Model }
 
 func (m modeCase) options() lab.Options {
-	return lab.Options{Mode: m.mode.Name, Proxy: proxy.Config{Backend: m.backend}}
+	o := lab.Options{Mode: m.mode.Name, Proxy: proxy.Config{Backend: m.backend}}
+	if m.kubeProxy {
+		// kube-proxy's own defaults (minSyncPeriod 1 s included): the specs check
+		// the kube-proxy users run.
+		o.KubeProxy, o.KubeBinary = &lab.KubeProxyOptions{}, kubeBinary
+	}
+	return o
+}
+
+// ownModes are the modes in SVCLAB_MODES that svclab's own proxiers program.
+func ownModes() []modeCase {
+	var out []modeCase
+	for _, m := range modes {
+		if m.own() {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // modes is read while the spec tree is built, so every spec of every mode is in the
 // tree: nothing is filtered out or skipped later.
 var modes = modesFromEnv()
 
-// modesFromEnv reads SVCLAB_MODES, labels of the registered modes that svclab
-// has a proxier for, in each variant ("iptables-nft", "ipvs"); by default every
-// one this kernel can run.
+// kubeProxyPrefix labels a mode the real kube-proxy runs, as svclab verify
+// labels it.
+const kubeProxyPrefix = "kube-proxy-"
+
+// modesFromEnv reads SVCLAB_MODES, labels of the registered modes in each
+// variant: "iptables-nft", "ipvs" for svclab's proxiers, "kube-proxy-nftables",
+// "kube-proxy-iptables-legacy" for the real kube-proxy. By default every mode of
+// svclab's proxiers this kernel can run: the kube-proxy modes need the component
+// binary, minutes to build the first time, so they run when asked for.
 func modesFromEnv() []modeCase {
 	all := map[string]modeCase{}
-	// notOwn are the modes the real kube-proxy runs, which these specs cannot.
+	// notOwn are the modes only the real kube-proxy runs.
 	notOwn := map[string]error{}
 	var known, runnable []string
 	for _, name := range proxy.Modes() {
 		m, _ := proxy.Lookup(name)
-		if err := m.HasProxier(); err != nil {
-			notOwn[name] = err
-			continue
-		}
 		variants := m.Variants
 		if len(variants) == 0 {
 			variants = []proxy.Variant{{}}
 		}
 		for _, v := range variants {
 			label := m.Label(v)
+			kp := kubeProxyPrefix + label
+			all[kp] = modeCase{label: kp, mode: m, backend: v.Backend, kubeProxy: true}
+			known = append(known, kp)
+			if err := m.HasProxier(); err != nil {
+				notOwn[label] = err
+				continue
+			}
 			all[label] = modeCase{label: label, mode: m, backend: v.Backend}
 			known = append(known, label)
 			if m.Available() == nil {
@@ -108,7 +168,7 @@ func modesFromEnv() []modeCase {
 	for _, l := range labels {
 		m, ok := all[strings.TrimSpace(l)]
 		if err := notOwn[strings.TrimSpace(l)]; err != nil {
-			panic("SVCLAB_MODES: " + err.Error())
+			panic(fmt.Sprintf("SVCLAB_MODES: %v: list it as %s%s", err, kubeProxyPrefix, strings.TrimSpace(l)))
 		}
 		if !ok {
 			panic(fmt.Sprintf("SVCLAB_MODES: unknown mode %q (known: %s)", l, strings.Join(known, ", ")))

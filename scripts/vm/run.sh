@@ -11,7 +11,10 @@
 # /svclab/topologies the repository's topologies, /svclab/src/DIR the tested
 # packages' sources (test binaries run there, so testdata/ is found).
 # Options: --out DIR (guest /out is copied there), --timeout DUR (default 30m),
-# --accel auto|kvm|tcg, --cpus N, --mem MIB, --env NAME=VALUE, --console.
+# --accel auto|kvm|tcg, --cpus N, --mem MIB, --env NAME=VALUE, --console,
+# --kube-binary PATH (the Kubernetes components' binary, `svclab kube-binary`:
+# copied to /svclab/kube in the guest and named by $SVCLAB_KUBE_BINARY there, for
+# labs with a control plane or the real kube-proxy; give them --mem 4096).
 # Exit status: the guest command's, or 125 when the VM itself failed.
 set -euo pipefail
 
@@ -21,6 +24,7 @@ export PATH="$PATH:/usr/local/go/bin"
 
 runner_flags=()
 tests=()
+kube_binary=
 while [ $# -gt 0 ]; do
   case "$1" in
     --test) tests+=("$2"); shift 2 ;;
@@ -31,8 +35,11 @@ while [ $# -gt 0 ]; do
     --mem) runner_flags+=(-mem "$2"); shift 2 ;;
     --env) runner_flags+=(-e "$2"); shift 2 ;;
     --console) runner_flags+=(-console); shift ;;
+    --kube-binary)
+      [ -x "$2" ] || { echo "scripts/vm/run.sh: --kube-binary $2: not an executable file (svclab kube-binary prints the path)" >&2; exit 2; }
+      kube_binary=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scripts/vm/run.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -49,6 +56,10 @@ go build -o "$build/svclab-vm" ./vm/cmd/svclab-vm
 # Guest binaries are static: the guest has glibc for its tools, but nothing else.
 CGO_ENABLED=0 go build -o "$build/bin/svclab" ./cmd/svclab
 files=(-f "bin=$build/bin" -f "topologies=$repo/topologies")
+if [ -n "$kube_binary" ]; then
+  files+=(-f "kube/svclab-kube=$kube_binary")
+  runner_flags+=(-e SVCLAB_KUBE_BINARY=/svclab/kube/svclab-kube)
+fi
 
 if [ ${#tests[@]} -gt 0 ]; then
   {
