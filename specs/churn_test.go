@@ -40,6 +40,15 @@ type churnResult struct {
 	failures   map[traffic.Outcome]int
 }
 
+// churnTimeout bounds each of the churn client's connections. A rule set that
+// leaves a Service without backends, even for an instant, fails a connection
+// however long the client waits: conntrack fixes a connection's NAT at its first
+// packet, so the SYN's retransmissions go where the first SYN went (nowhere), and
+// IPVS refuses a SYN at once when the virtual server has no real server. A short
+// bound would add nothing to that and fail slow machines instead: under TCG on a
+// loaded host a handshake took over a second (the Vagrant box, README: "Vagrant").
+const churnTimeout = 10 * time.Second
+
 // churn opens new connections back to back from the client while change runs,
 // and counts what failed.
 func churn(l *lab.Lab, change func()) churnResult {
@@ -51,7 +60,7 @@ func churn(l *lab.Lab, change func()) churnResult {
 	go func() {
 		defer GinkgoRecover()
 		defer close(done)
-		d := dial(l, "client", "TCP", "10.96.0.10:80", time.Second)
+		d := dial(l, "client", "TCP", "10.96.0.10:80", churnTimeout)
 		for {
 			select {
 			case <-stop:
