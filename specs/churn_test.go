@@ -42,11 +42,16 @@ type churnResult struct {
 
 // churnTimeout bounds each of the churn client's connections. A rule set that
 // leaves a Service without backends, even for an instant, fails a connection
-// however long the client waits: conntrack fixes a connection's NAT at its first
-// packet, so the SYN's retransmissions go where the first SYN went (nowhere), and
-// IPVS refuses a SYN at once when the virtual server has no real server. A short
-// bound would add nothing to that and fail slow machines instead: under TCG on a
-// loaded host a handshake took over a second (the Vagrant box, README: "Vagrant").
+// however long the client waits. With iptables, a SYN no rule translated is
+// committed to conntrack untranslated on its way out of the node (the service
+// CIDR is routed onto eth0, where nothing answers ARP for it), so its
+// retransmissions go the same way and the node answers with ICMP host
+// unreachable once ARP gives up, about 3 s later; IPVS answers a SYN for a virtual
+// server without real servers with a reset at once. The negative control shows
+// it at this bound: one rewrite's second without backends fails one connection,
+// as "unreachable". A bound of 1 s added nothing to that (it only turned those
+// failures into timeouts) and failed slow machines instead: under TCG on a
+// loaded host a handshake took over a second (README: "What the kernel showed us").
 const churnTimeout = 10 * time.Second
 
 // churn opens new connections back to back from the client while change runs,

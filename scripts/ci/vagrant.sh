@@ -165,6 +165,25 @@ phase box
 scripts/vagrant-box.sh
 phase_done
 
+phase accel
+# The Vagrantfile gives the VM KVM or TCG by the verdict svclab's own VM keeps for
+# this host kernel (vm/accel.go): some hosts have a /dev/kvm whose guests abort or
+# hang. Where /dev/kvm opens and no run has judged it yet, one probe boot of
+# svclab's VM does, falling back to TCG and remembering it if KVM fails.
+doctor=$(go run ./cmd/svclab doctor --json 2>"$out/doctor.err" || true)
+if [ -z "$doctor" ]; then
+  cat "$out/doctor.err" >&2
+  say "svclab doctor failed (above)"
+  exit 1
+fi
+printf '%s\n' "$doctor" > "$out/doctor.json"
+if grep -q '"device": "usable"' "$out/doctor.json" && ! grep -q '"verdict":' "$out/doctor.json"; then
+  say "/dev/kvm opens and KVM was not tried on this host kernel yet: svclab's VM tries it"
+  go run ./vm/cmd/svclab-vm -probe >&2
+fi
+go run ./cmd/svclab doctor 2>/dev/null | grep -E '^ *accelerator' >&2 || true
+phase_done
+
 # A VM of its own: its own Vagrant state (not the checkout's .vagrant), its own SSH
 # port, and a console log kept with the results.
 ssh_port=
@@ -198,6 +217,9 @@ if [ "$status" -ne 0 ]; then
   say "vagrant up failed (the VM's console above; all of it in $out/console.log)"
   exit 1
 fi
+# The accelerator the VM got, for the record beside the times.
+printf '  %-8s %s\n' domain "$(virsh -q dumpxml "$domain" | sed -n "s/^<domain type='\([a-z]*\)'.*/\1/p")" \
+  | tee -a "$out/times.txt" >&2
 phase_done
 # The parts of vagrant up, from the times stamped on its output.
 at() { sed -n "s/^\[ *\([0-9]*\)s\] ==> default: $1.*/\1/p" "$out/up.log" | head -n1; }
