@@ -95,7 +95,18 @@ cleanup() {
   trap - EXIT INT TERM
   printf '\n=== vagrant: destroy and clean up (%s)\n' "$(date +%T)" >&2
   if [ ${#vagrant_env[@]} -gt 0 ]; then
+    if [ -z "$domain" ]; then
+      domain=$(virsh -q domname "$(cat "$out/dotvagrant/machines/default/libvirt/id" 2>/dev/null)" 2>/dev/null || true)
+    fi
     env "${vagrant_env[@]}" vagrant destroy -f >&2 || status=1
+    # qemu outlives libvirtd, so a domain vagrant could not destroy goes here,
+    # before the daemons this run started stop.
+    if [ -n "$domain" ] && virsh -q dominfo "$domain" >/dev/null 2>&1; then
+      say "vagrant destroy left $domain: destroying it with virsh"
+      virsh -q destroy "$domain" >/dev/null 2>&1 || true
+      virsh -q undefine "$domain" --remove-all-storage >/dev/null || true
+      status=1
+    fi
     # libvirt keeps a domain's logs after the domain: they go with the results.
     mv "$console" "$out/console.log" 2>/dev/null || true
     if [ -n "$domain" ]; then
