@@ -149,7 +149,9 @@ phase libvirtd
 # A host with systemd has the daemons socket-activated; here (CI, containers) they
 # may not run at all. Those started here stop at the end.
 if ! virsh -q -c qemu:///system version >/dev/null 2>&1; then
-  if ! [ -S /run/libvirt/virtlogd-sock ]; then
+  # Something must listen on virtlogd's socket (systemd, or a virtlogd): the file
+  # alone may be left from a virtlogd that was killed.
+  if ! ss -Hxl | grep -qF /run/libvirt/virtlogd-sock; then
     virtlogd > "$out/virtlogd.log" 2>&1 &
     started_pids+=($!)
   fi
