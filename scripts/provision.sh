@@ -7,29 +7,37 @@
 #   scripts/provision.sh --check    do what this kernel allows without changing
 #                                   boot configuration: CI runs this on a kernel
 #                                   that loads no modules
+#
+# Go is not downloaded: the machines svclab runs on reach Debian's mirrors and the Go
+# module proxy, not go.dev. The Vagrantfile copies the host's toolchain to
+# /usr/local/go; elsewhere, install Go 1.26 there first.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 check=false
 [ "${1:-}" = "--check" ] && check=true
-go_version=1.26.8
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "scripts/provision.sh: needs root" >&2
   exit 2
 fi
 
-# 1. Packages (the same list the test run installs), then Go.
-"$repo/scripts/setup.sh" --no-go
-if ! command -v go >/dev/null 2>&1 && [ ! -x /usr/local/go/bin/go ]; then
-  if $check; then
-    echo "provision: no Go on this machine (a Vagrant box gets it from go.dev)" >&2
-    exit 1
-  fi
-  echo "provision: installing Go $go_version from go.dev"
-  curl -fsSL "https://go.dev/dl/go${go_version}.linux-amd64.tar.gz" | tar -C /usr/local -xz
+# 1. Packages (the test run's list, less svclab's own VM: this kernel loads IPVS),
+# then Go.
+"$repo/scripts/setup.sh" --no-go --no-vm
+go_bin=$(command -v go || true)
+if [ -z "$go_bin" ] && [ -x /usr/local/go/bin/go ]; then
+  go_bin=/usr/local/go/bin/go
+  # sudo's PATH and login shells find it there.
+  $check || ln -sf "$go_bin" /usr/local/bin/go
 fi
-$check || ln -sf /usr/local/go/bin/go /usr/local/bin/go
+if [ -z "$go_bin" ]; then
+  echo "provision: no Go on PATH or at /usr/local/go. The Vagrantfile copies the host's" \
+    "Go there (SVCLAB_GOROOT, else \`go env GOROOT\` on the host): install Go 1.26 on" \
+    "the host and run \`vagrant reload --provision\`; elsewhere put Go 1.26 at /usr/local/go." >&2
+  exit 1
+fi
+echo "provision: $("$go_bin" version)"
 
 # 2. Kernel modules: kube-proxy's IPVS mode and its schedulers, ipset, conntrack,
 # br_netfilter for bridged pod traffic, dummy for kube-ipvs0, xt_physdev for the

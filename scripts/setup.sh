@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Installs what svclab needs on a Debian 12 machine, as root. Safe to run again: it
 # installs only what is missing. Go itself is expected on PATH (/usr/local/go/bin);
-# --no-go skips that check (scripts/provision.sh installs Go afterwards).
+# --no-go skips that check (scripts/provision.sh looks for Go itself). --no-vm
+# leaves out what only svclab's own VM needs (qemu, busybox, cpio, xz): a machine
+# whose kernel loads IPVS never starts that VM.
 set -euo pipefail
 need_go=true
-[ "${1:-}" = "--no-go" ] && need_go=false
+need_vm=true
+for arg in "$@"; do
+  case "$arg" in
+    --no-go) need_go=false ;;
+    --no-vm) need_vm=false ;;
+    *) echo "scripts/setup.sh: unknown argument $arg (--no-go, --no-vm)" >&2; exit 2 ;;
+  esac
+done
 
 need_root() {
   if [ "$(id -u)" -ne 0 ]; then
@@ -23,13 +32,17 @@ declare -A pkg_of=(
   [nft]=nftables                 # kube-proxy's nftables mode runs it; svclab reads its table with it
   [tcpdump]=tcpdump
   [curl]=curl
-  [update-ca-certificates]=ca-certificates   # curl's https (provision.sh fetches Go)
-  [qemu-system-x86_64]=qemu-system-x86
-  [busybox]=busybox-static
-  [cpio]=cpio
-  [depmod]=kmod
-  [xz]=xz-utils                  # unpacks the VM kernel once, so it boots ~4 s faster
+  [update-ca-certificates]=ca-certificates   # https for curl and Go's module downloads
+  [depmod]=kmod                  # modprobe, and depmod for the VM's modules
 )
+if $need_vm; then
+  pkg_of+=(
+    [qemu-system-x86_64]=qemu-system-x86
+    [busybox]=busybox-static
+    [cpio]=cpio
+    [xz]=xz-utils                # unpacks the VM kernel once, so it boots ~4 s faster
+  )
+fi
 
 missing=()
 for bin in "${!pkg_of[@]}"; do

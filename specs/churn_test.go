@@ -40,6 +40,20 @@ type churnResult struct {
 	failures   map[traffic.Outcome]int
 }
 
+// churnTimeout bounds each of the churn client's connections. A rule set that
+// leaves a Service without backends, even for an instant, fails a connection
+// however long the client waits. With iptables, a SYN no rule translated is
+// committed to conntrack untranslated on its way out of the node (the service
+// CIDR is routed onto eth0, where nothing answers ARP for it), so its
+// retransmissions go the same way and the node answers with ICMP host
+// unreachable once ARP gives up, about 3 s later; IPVS answers a SYN for a virtual
+// server without real servers with a reset at once. The negative control shows
+// it at this bound: one rewrite's second without backends fails one connection,
+// as "unreachable". A bound of 1 s added nothing to that (it only turned those
+// failures into timeouts) and failed slow machines instead: under TCG on a
+// loaded host a handshake took over a second (the Vagrant box, README: "Vagrant").
+const churnTimeout = 10 * time.Second
+
 // churn opens new connections back to back from the client while change runs,
 // and counts what failed.
 func churn(l *lab.Lab, change func()) churnResult {
@@ -51,7 +65,7 @@ func churn(l *lab.Lab, change func()) churnResult {
 	go func() {
 		defer GinkgoRecover()
 		defer close(done)
-		d := dial(l, "client", "TCP", "10.96.0.10:80", time.Second)
+		d := dial(l, "client", "TCP", "10.96.0.10:80", churnTimeout)
 		for {
 			select {
 			case <-stop:
