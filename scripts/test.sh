@@ -12,9 +12,9 @@
 #      (with the differential check of svclab's IPVS proxier);
 #   4. svclab verify on the shipped topologies in every mode;
 #   5. svclab bench --quick, a smoke test of the benchmark's output;
-#   6. vagrant validate, scripts/provision.sh --check, and a Vagrant box that boots:
-#      scripts/ci/vagrant.sh builds (or reuses) the box, brings a VM up from scratch,
-#      runs svclab verify --mode all in it (IPVS native there) and destroys it.
+#   6. vagrant validate and scripts/provision.sh --check. The Vagrant box that boots
+#      (scripts/ci/vagrant.sh) is a job of its own: on a fresh machine it costs more
+#      than this run's budget leaves (README: "Vagrant").
 # Every spec of every mode must run and pass: a skipped or pending spec fails the run.
 # Reports land in $SVCLAB_TEST_OUT (default: a new directory under /tmp).
 set -euo pipefail
@@ -73,17 +73,15 @@ done
 step "svclab bench --quick (output shape only, never timings)"
 "$out/host/svclab" bench --quick --out "$out/bench"
 
-step "Vagrant: the Vagrantfile and provisioning, then a box that boots"
+step "Vagrant: the Vagrantfile and provisioning (the box's own job: scripts/ci/vagrant.sh)"
 if ! command -v vagrant >/dev/null 2>&1; then
   # Only CI needs vagrant (a Vagrant box does not): installed here, not by setup.sh.
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends vagrant >/dev/null
 fi
-# Quick checks first: the Vagrantfile parses, and provisioning does what this kernel
-# allows. Then the real thing, on libvirt with qemu (README: "Vagrant").
+# The Vagrantfile parses, and provisioning does what this kernel allows.
 vagrant validate --ignore-provider
 scripts/provision.sh --check
-scripts/ci/vagrant.sh --out "$out/vagrant"
 
 step "nothing left behind"
 left=$(ip netns list | grep -c '^svclab-' || true)
