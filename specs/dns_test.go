@@ -97,9 +97,9 @@ var _ = Describe("The cluster DNS", Label("dns"), func() {
 				created := time.Now()
 				DeferCleanup(func() { kubectl(l, "delete", "service", "late") })
 				ip := kubectl(l, "get", "service", "late", "-o", "jsonpath={.spec.clusterIP}")
-				// Polling keeps asking as a client retrying would; each NXDOMAIN
-				// may be cached by CoreDNS (the kubernetes plugin's 5 s TTL), which
-				// is part of what a client sees.
+				// Polling keeps asking as a client retrying would; kubeadm's
+				// Corefile caches nothing of the cluster domain, so what is
+				// measured is CoreDNS's watch of the API server.
 				Eventually(func() ([]string, error) {
 					return aRecords(l, "UDP", server, name)
 				}).WithTimeout(time.Minute).WithPolling(20 * time.Millisecond).Should(ConsistOf(ip))
