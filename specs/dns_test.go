@@ -122,11 +122,12 @@ var _ = Describe("The cluster DNS", Label("dns"), func() {
 					m.label, raceRounds, lost, after["insert_failed"]-before["insert_failed"], after["clash_resolve"]-before["clash_resolve"], after["drop"]-before["drop"])
 				AddReportEntry("conntrack race, "+m.label, figures)
 				GinkgoWriter.Println(figures)
-				// A kernel that resolves the clash (5.0 and later for the same
-				// backend, 5.6 and later for different ones) answers every
-				// question: a lost answer is the race of kubernetes#56903 (or a
-				// 5 s stall of the machine, which a run of 300 pairs does not
-				// see once in a thousand runs on a working kernel).
+				// A kernel that resolves the clash (nf_ct_resolve_clash, for
+				// packets NATed to the same or to different backends) answers
+				// every question: a lost answer is the race of
+				// kubernetes#56903, or a 5 s stall of the machine, which on a
+				// working kernel is rarer than once in a thousand runs (none
+				// in the runs the README reports).
 				Expect(lost).To(BeZero(), figures)
 				Expect(after["insert_failed"]-before["insert_failed"]).To(BeZero(), figures)
 
