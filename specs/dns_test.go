@@ -38,6 +38,9 @@ var _ = Describe("The cluster DNS", Label("dns"), func() {
 			hostConf, err := os.ReadFile("/etc/resolv.conf")
 			Expect(err).NotTo(HaveOccurred())
 			args := []string{"up", "-f", "httpd", "--control-plane", "--mode", m.mode.Name}
+			if m.kubeProxy {
+				args = append(args, "--proxy", "kube-proxy", "--kube-binary", kubeBinary)
+			}
 			if m.backend != "" {
 				args = append(args, "--backend", m.backend)
 			}
