@@ -300,13 +300,14 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		f.kubeBinary = bin
 	}
-	missing = append(missing, kpMissing...)
+	// What needs the VM, as the messages name it.
+	lacking := append(slices.Clone(missing), kubeProxyLabels(kpMissing)...)
 	if f.vmOnly && f.noVM {
 		return usage(errors.New("--vm-only and --no-vm contradict each other"))
 	}
-	useVM := len(missing) > 0 || f.vmOnly
+	useVM := len(lacking) > 0 || f.vmOnly
 	if useVM && f.noVM {
-		return usage(fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(missing, ", ")))
+		return usage(fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(lacking, ", ")))
 	}
 	// A part left from an earlier run must not be shown as this run's.
 	for _, p := range append(slices.Clone(report.Parts), report.SummaryFile) {
@@ -355,8 +356,8 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		hostConf.KubeProxyModes = hostKP
 	}
 	why := "--vm-only"
-	if len(missing) > 0 {
-		why = "this kernel cannot run " + strings.Join(missing, ", ")
+	if len(lacking) > 0 {
+		why = "this kernel cannot run " + strings.Join(lacking, ", ")
 	}
 	fmt.Fprintf(os.Stderr, "svclab: %s: comparing %s in svclab's VM (one guest kernel), then %s natively; reported apart\n",
 		why, strings.Join(append(slices.Clone(vmConf.Modes), kubeProxyLabels(vmConf.KubeProxyModes)...), ", "),
