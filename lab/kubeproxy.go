@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -150,7 +151,9 @@ func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, b
 	}
 	took, err := kube.WaitProxy(ctx, p, n.IP)
 	if err != nil {
-		return nil, err
+		// A kube-proxy that never made its first sync must not go on
+		// programming the node under whatever runs there next.
+		return nil, errors.Join(err, p.Stop(context.Background()))
 	}
 	l.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", l.ID, m.Name, n.Name, took.Round(time.Millisecond))
 	return p, nil

@@ -188,7 +188,7 @@ func (r *runner) kubeProxySubject(ctx context.Context, nd *node, api *apiWriter,
 		cancel()
 		<-probe
 		if stopped {
-			// The lab stops the process when it goes.
+			// StartKubeProxy stopped the process that made no first sync.
 			r.cut[kubeProxyCurve(s, st.e)] = true
 			r.note("%s E=%d cut at N=%d: its first sync did not end within %s (cap) of its start", s, st.e, st.n, r.c.ColdCap)
 			return nil
