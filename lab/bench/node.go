@@ -50,7 +50,9 @@ type node struct {
 // component binary, empty finds it), the lab runs its API server for the real
 // kube-proxy to follow.
 func upNode(ctx context.Context, name string, maxE int, pc proberConfig, controlPlane bool, kubeBinary string) (n *node, err error) {
-	t, err := topology.Generate(topology.Scale{Name: name, Nodes: 1, PodsPerNode: 3})
+	// No cluster DNS: its CoreDNS pods would be more Services and endpoints,
+	// and processes, changing under the measurements.
+	t, err := topology.Generate(topology.Scale{Name: name, Nodes: 1, PodsPerNode: 3, NoDNS: true})
 	if err != nil {
 		return nil, err
 	}
