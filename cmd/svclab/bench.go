@@ -278,6 +278,9 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		native = append(native, m)
 	}
+	if f.proxyImpl != proxySvclab && f.proxyImpl != proxyKubeProxy {
+		return usage(fmt.Errorf("--proxy %q: want %s or %s", f.proxyImpl, proxySvclab, proxyKubeProxy))
+	}
 	// The real kube-proxy's modes split the same way.
 	var kpNative, kpMissing []string
 	if f.proxyImpl == proxyKubeProxy {
