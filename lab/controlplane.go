@@ -64,6 +64,17 @@ func (l *Lab) KubeBinary() string {
 	return l.cp.binary
 }
 
+// Client is the lab's client of its API server, whose connections open in the
+// control plane's namespace; nil without a control plane. Objects written
+// through it reach the proxies that follow the API server (kube-proxy), not
+// the lab's topology.
+func (l *Lab) Client() *cluster.Client {
+	if l.cp == nil {
+		return nil
+	}
+	return l.cp.client
+}
+
 // startControlPlane runs the API server and the controller manager in the control
 // plane's namespace and connects to the API server from there.
 func (l *Lab) startControlPlane(ctx context.Context) error {

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -58,28 +59,88 @@ func (l *Lab) startKubeProxies(ctx context.Context) error {
 }
 
 func (l *Lab) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, error) {
-	o := l.opts.KubeProxy
-	m := l.members[n.Name]
+	backend := l.config.Backend
+	if backend == "" {
+		backend = l.mode.VariantOf(l.config).Backend
+	}
+	p, err := l.runKubeProxy(ctx, n, l.mode, backend, *l.opts.KubeProxy)
+	if err != nil {
+		return nil, err
+	}
+	ns, err := namespaces.Open(l.members[n.Name].NetNS)
+	if err != nil {
+		return nil, err
+	}
+	return &kubeProxy{proc: p, mode: l.mode, cfg: l.config, node: n.Name, ns: ns}, nil
+}
+
+// KubeProxyRun is one kube-proxy a caller runs on a node (StartKubeProxy).
+type KubeProxyRun struct {
+	Node string
+	// Mode is kube-proxy's mode, one of proxy.Modes().
+	Mode string
+	// Backend is the xtables backend (nft, legacy) of the modes that write
+	// iptables rules; empty: the mode's first variant's.
+	Backend string
+	KubeProxyOptions
+}
+
+// StartKubeProxy starts the real kube-proxy on a node of a lab that has a
+// control plane and whose nodes nothing else programs (no Mode), and waits for
+// its first sync; for callers that run kube-proxies of their own on a node,
+// one after another (benchmarks: a kube-proxy started over Services already in
+// the API server makes its first sync of all of them at once, as after a
+// restart). The process is one of the lab's components: the caller may stop
+// it, and the lab's Down stops it if the caller has not.
+func (l *Lab) StartKubeProxy(ctx context.Context, r KubeProxyRun) (*kube.Process, error) {
+	if l.cp == nil {
+		return nil, fmt.Errorf("lab %s has no control plane for kube-proxy to follow", l.ID)
+	}
+	if l.mode.Name != "" {
+		return nil, fmt.Errorf("lab %s: its nodes are programmed in mode %s already", l.ID, l.mode.Name)
+	}
+	m, err := proxy.Lookup(r.Mode)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.Available(); err != nil {
+		return nil, fmt.Errorf("mode %s: %w", m.Name, err)
+	}
+	l.mu.Lock()
+	n, ok := l.topo.Node(r.Node)
+	l.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("lab %s has no node %q", l.ID, r.Node)
+	}
+	backend := r.Backend
+	if backend == "" {
+		backend = m.VariantOf(proxy.Config{}).Backend
+	}
+	return l.runKubeProxy(ctx, n, m, backend, r.KubeProxyOptions)
+}
+
+// runKubeProxy starts kube-proxy in mode m on node n, writing iptables rules
+// (iptables and IPVS modes) with the given xtables backend, and waits for its
+// first sync.
+func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, backend string, o KubeProxyOptions) (*kube.Process, error) {
+	l.mu.Lock()
+	netns := l.members[n.Name].NetNS
+	l.mu.Unlock()
 	dir := record.RunDir(l.dir, l.ID)
 	cfgFile := filepath.Join(dir, "kube-proxy-"+n.Name+".yaml")
 	err := kube.WriteProxyConfig(cfgFile, kube.ProxyConfig{
-		Mode: l.mode.Name, ClusterCIDR: l.topo.ClusterCIDR, NodeName: n.Name, NodeIP: n.IP,
+		Mode: m.Name, ClusterCIDR: l.topo.ClusterCIDR, NodeName: n.Name, NodeIP: n.IP,
 		Kubeconfig: l.cp.kubeconfig, MinSyncPeriod: o.MinSyncPeriod, Fragment: o.Fragment,
 	})
 	if err != nil {
 		return nil, err
 	}
-	backend := ""
-	if l.mode.Section != proxy.SectionNFTables {
-		// The iptables and IPVS modes write iptables rules with whichever
-		// iptables the node's PATH finds: the lab's backend.
-		backend = l.config.Backend
-		if backend == "" {
-			backend = l.mode.VariantOf(l.config).Backend
-		}
+	if m.Section == proxy.SectionNFTables {
+		// The nftables mode writes no iptables rules.
+		backend = ""
 	}
 	p, err := kube.StartProxy(l.cp.binary, kube.ProxyProcessConfig{
-		Name: "kube-proxy " + n.Name, Netns: m.NetNS, ConfigFile: cfgFile, Binary: o.Binary,
+		Name: "kube-proxy " + n.Name, Netns: netns, ConfigFile: cfgFile, Binary: o.Binary,
 		IPTablesBackend: backend, RunDir: dir, LogFile: l.logFile("kube-proxy-" + n.Name),
 	})
 	if err != nil {
@@ -90,14 +151,12 @@ func (l *Lab) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, 
 	}
 	took, err := kube.WaitProxy(ctx, p, n.IP)
 	if err != nil {
-		return nil, err
+		// A kube-proxy that never made its first sync must not go on
+		// programming the node under whatever runs there next.
+		return nil, errors.Join(err, p.Stop(context.Background()))
 	}
-	l.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", l.ID, l.mode.Name, n.Name, took.Round(time.Millisecond))
-	ns, err := namespaces.Open(m.NetNS)
-	if err != nil {
-		return nil, err
-	}
-	return &kubeProxy{proc: p, mode: l.mode, cfg: l.config, node: n.Name, ns: ns}, nil
+	l.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", l.ID, m.Name, n.Name, took.Round(time.Millisecond))
+	return p, nil
 }
 
 // Sync waits until the node's dataplane says what kube-proxy must program for

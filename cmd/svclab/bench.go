@@ -19,6 +19,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/bench"
 	"github.com/svclab/svclab/lab/bench/report"
+	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/vm"
 )
@@ -36,6 +37,9 @@ type benchFlags struct {
 	quick, noVM, vmOnly     bool
 	vmTimeout               time.Duration
 	vmMemory                int
+	// The real kube-proxy beside svclab's proxiers.
+	proxyImpl, kubeProxyModes string
+	kubeBinary                string
 }
 
 // defaultVMMemory is the guest's memory: iptables-restore of a large table
@@ -57,6 +61,16 @@ millisecond from a pod); the TCP handshake to the first and the last Service and
 pod without NAT; rule counts and kernel memory; and svclab's own cost against a bare
 apply of the same rules by the mode's own program (iptables-restore).
 
+With --proxy kube-proxy, the real kube-proxy is measured beside them in the same
+run, on the same state, in every mode of --kube-proxy-modes (nftables included,
+for which svclab has no proxier): one lab per size with a control plane holds the
+Services and EndpointSlices, kube-proxy runs in each mode in turn on the node, and
+its rows (method kube-proxy) give what it reports of itself in its metrics, read
+inside the node (kubeproxy_sync_proxy_rules_duration_seconds,
+kubeproxy_network_programming_duration_seconds), beside svclab's time to the first
+connection. Its modes this kernel cannot run (IPVS here) run in the VM part.
+--quick includes kube-proxy only when --proxy kube-proxy is given.
+
 IPVS needs a kernel with ip_vs. When this kernel lacks it, the modes are compared in
 svclab's VM (all of them in the same guest kernel) and the iptables part also runs
 natively; the two are reported apart, never mixed: DIR/vm and DIR/host each hold
@@ -76,6 +90,7 @@ output has the expected shape.`,
 		Example: `  svclab bench --quick --out /tmp/bench
   svclab bench --out docs/bench
   svclab bench --modes iptables --services 100,1000 --endpoints 2 --no-vm
+  svclab bench --proxy kube-proxy --services 1000,5000 --endpoints 2 --out /tmp/bench-kp
   svclab bench --deadline 0 --budget 60s --reps 20 --out /tmp/bench-long   # everything, for hours`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -104,6 +119,9 @@ output has the expected shape.`,
 	fs.BoolVar(&f.vmOnly, "vm-only", false, "run only the part in svclab's VM")
 	fs.DurationVar(&f.vmTimeout, "vm-timeout", 40*time.Minute, "hard limit for the VM part, boot included")
 	fs.IntVar(&f.vmMemory, "vm-memory", defaultVMMemory, "guest memory in MiB")
+	fs.StringVar(&f.proxyImpl, "proxy", proxySvclab, "svclab (svclab's own proxiers only) or kube-proxy (the real kube-proxy too, beside them, in the modes of --kube-proxy-modes)")
+	fs.StringVar(&f.kubeProxyModes, "kube-proxy-modes", strings.Join(proxy.Modes(), ","), "with --proxy kube-proxy: the modes kube-proxy is measured in, comma-separated")
+	fs.StringVar(&f.kubeBinary, "kube-binary", "", "the svclab-kube binary of the Kubernetes components (default: built from components/ on first use and cached)")
 	return cmd
 }
 
@@ -160,6 +178,13 @@ func benchConfig(fs *pflag.FlagSet, f benchFlags, where string) (bench.Config, e
 	}
 	if fs.Changed("deadline") {
 		c.Deadline = f.deadline
+	}
+	switch f.proxyImpl {
+	case proxySvclab:
+	case proxyKubeProxy:
+		c.KubeProxyModes, c.KubeBinary = splitList(f.kubeProxyModes), f.kubeBinary
+	default:
+		return c, fmt.Errorf("--proxy %q: want %s or %s", f.proxyImpl, proxySvclab, proxyKubeProxy)
 	}
 	c.Log = os.Stderr
 	return c, c.Validate()
@@ -253,12 +278,39 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		}
 		native = append(native, m)
 	}
+	if f.proxyImpl != proxySvclab && f.proxyImpl != proxyKubeProxy {
+		return usage(fmt.Errorf("--proxy %q: want %s or %s", f.proxyImpl, proxySvclab, proxyKubeProxy))
+	}
+	// The real kube-proxy's modes split the same way.
+	var kpNative, kpMissing []string
+	if f.proxyImpl == proxyKubeProxy {
+		for _, m := range splitList(f.kubeProxyModes) {
+			mode, err := proxy.Lookup(m)
+			if err != nil {
+				return usage(fmt.Errorf("--kube-proxy-modes: %w", err))
+			}
+			if err := mode.Available(); err != nil {
+				kpMissing = append(kpMissing, m)
+				continue
+			}
+			kpNative = append(kpNative, m)
+		}
+		// The components run from one binary, here and in the VM: found (or
+		// built, with progress) once, before anything is measured.
+		bin, err := kube.Binary(ctx, kube.Options{Path: f.kubeBinary, Log: os.Stderr})
+		if err != nil {
+			return err
+		}
+		f.kubeBinary = bin
+	}
+	// What needs the VM, as the messages name it.
+	lacking := append(slices.Clone(missing), kubeProxyLabels(kpMissing)...)
 	if f.vmOnly && f.noVM {
 		return usage(errors.New("--vm-only and --no-vm contradict each other"))
 	}
-	useVM := len(missing) > 0 || f.vmOnly
+	useVM := len(lacking) > 0 || f.vmOnly
 	if useVM && f.noVM {
-		return usage(fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(missing, ", ")))
+		return usage(fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(lacking, ", ")))
 	}
 	// A part left from an earlier run must not be shown as this run's.
 	for _, p := range append(slices.Clone(report.Parts), report.SummaryFile) {
@@ -275,6 +327,7 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		if err != nil {
 			return usage(err)
 		}
+		c.KubeProxyModes = kpNative
 		return finishBench(f.out, command, runBenchPart(ctx, c, filepath.Join(f.out, bench.WhereHost), command))
 	}
 	// Check both configurations before spending any time. The VM part compares
@@ -283,33 +336,54 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if err != nil {
 		return usage(fmt.Errorf("VM part: %w", err))
 	}
+	// kube-proxy runs in the VM in the modes this kernel cannot run (or all,
+	// with --vm-only).
+	vmConf.KubeProxyModes = kpMissing
+	if f.vmOnly {
+		vmConf.KubeProxyModes = append(kpNative, kpMissing...)
+	}
 	var hostConf bench.Config
 	var hostModes []string
 	if !f.vmOnly {
 		hostModes = native
 	}
-	if len(hostModes) > 0 {
+	var hostKP []string
+	if !f.vmOnly {
+		hostKP = kpNative
+	}
+	if len(hostModes)+len(hostKP) > 0 {
 		if hostConf, err = benchConfig(fs, f, bench.WhereHost); err != nil {
 			return usage(fmt.Errorf("host part: %w", err))
 		}
 		hostConf.SetModes(hostModes)
+		hostConf.KubeProxyModes = hostKP
 	}
 	why := "--vm-only"
-	if len(missing) > 0 {
-		why = "this kernel cannot run " + strings.Join(missing, ", ")
+	if len(lacking) > 0 {
+		why = "this kernel cannot run " + strings.Join(lacking, ", ")
 	}
 	fmt.Fprintf(os.Stderr, "svclab: %s: comparing %s in svclab's VM (one guest kernel), then %s natively; reported apart\n",
-		why, strings.Join(vmConf.Modes, ", "), orNone(hostModes))
+		why, strings.Join(append(slices.Clone(vmConf.Modes), kubeProxyLabels(vmConf.KubeProxyModes)...), ", "),
+		orNone(append(slices.Clone(hostModes), kubeProxyLabels(hostKP)...)))
 	// A failed VM part does not stop the host part (unless the run was
 	// stopped): what it measures is reported, and the run still fails.
 	err = runBenchInVM(ctx, f, vmConf, command)
 	if err != nil && ctx.Err() != nil {
 		return finishBench(f.out, command, err)
 	}
-	if len(hostModes) > 0 {
+	if len(hostModes)+len(hostKP) > 0 {
 		err = errors.Join(err, runBenchPart(ctx, hostConf, filepath.Join(f.out, bench.WhereHost), command))
 	}
 	return finishBench(f.out, command, err)
+}
+
+// kubeProxyLabels name kube-proxy's modes as the progress says them.
+func kubeProxyLabels(modes []string) []string {
+	out := make([]string, len(modes))
+	for i, m := range modes {
+		out[i] = "kube-proxy " + m
+	}
+	return out
 }
 
 func orNone(v []string) string {
@@ -352,11 +426,18 @@ func runBenchInVM(ctx context.Context, f benchFlags, c bench.Config, command str
 	if f.quick {
 		args = append(args, "--quick")
 	}
+	files := map[string]string{"bin/svclab": self}
+	if len(c.KubeProxyModes) > 0 {
+		// The guest runs the host's component binary.
+		files["bin/svclab-kube"] = f.kubeBinary
+		args = append(args, "--proxy", proxyKubeProxy, "--kube-proxy-modes", strings.Join(c.KubeProxyModes, ","),
+			"--kube-binary", "/svclab/bin/svclab-kube")
+	}
 	dir := filepath.Join(f.out, bench.WhereVM)
 	loadStart := bench.LoadAvg()
 	res, err := vm.Execute(ctx, vm.Config{
 		Command: args,
-		Files:   map[string]string{"bin/svclab": self},
+		Files:   files,
 		OutDir:  dir, Timeout: f.vmTimeout, MemoryMiB: f.vmMemory,
 		Stdout: os.Stdout, Stderr: os.Stderr, Log: os.Stderr,
 	})

@@ -24,6 +24,13 @@ type Config struct {
 	// whichever mode has them; a mode none of whose methods is listed is
 	// measured with its default one, its first.
 	Methods []string
+	// KubeProxyModes are the modes the real kube-proxy is measured in, beside
+	// svclab's proxiers (rows of method KubeProxyMethod), in the variants of
+	// Backends its mode has (else its first); empty: kube-proxy is not run.
+	KubeProxyModes []string
+	// KubeBinary is the component binary kube-proxy and the control plane run
+	// from; empty finds it (kube.Binary).
+	KubeBinary string
 	// Backends are the variants measured (proxy.Variant.Name: iptables' xtables
 	// backends), of whichever mode has them; a mode with variants none of
 	// which is listed is measured in its first.
@@ -161,8 +168,13 @@ func (c *Config) Validate() error {
 	if c.Name == "" {
 		c.Name = "bench"
 	}
-	if len(c.Services) == 0 || len(c.Endpoints) == 0 || len(c.Modes) == 0 {
+	if len(c.Services) == 0 || len(c.Endpoints) == 0 || len(c.Modes)+len(c.KubeProxyModes) == 0 {
 		errs = append(errs, errors.New("need at least one service count, endpoint count and mode"))
+	}
+	for _, m := range c.KubeProxyModes {
+		if _, err := proxy.Lookup(m); err != nil {
+			errs = append(errs, fmt.Errorf("kube-proxy mode: %w", err))
+		}
 	}
 	for _, n := range c.Services {
 		if n < 3 || n > 200000 {

@@ -181,3 +181,43 @@ func defaultMethods(modes []string) []string {
 func firstVariants(modes []string) []string {
 	return eachMode(modes, func(m proxy.Mode) []string { return variantNames(m)[:min(1, len(m.Variants))] })
 }
+
+// KubeProxySubjects are the lines of the real kube-proxy a run of c draws:
+// each of KubeProxyModes in the variants of it Backends lists (else its
+// first).
+func (c Config) KubeProxySubjects() ([]Subject, error) {
+	var out []Subject
+	for _, name := range c.KubeProxyModes {
+		m, err := proxy.Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		var vs []string
+		for _, b := range c.Backends {
+			if slices.Contains(variantNames(m), b) {
+				vs = append(vs, b)
+			}
+		}
+		if len(vs) == 0 {
+			vs = variantNames(m)[:min(1, len(m.Variants))]
+		}
+		if len(vs) == 0 {
+			vs = []string{""}
+		}
+		for _, v := range vs {
+			out = append(out, Subject{Mode: m.Name, Method: KubeProxyMethod, Backend: v})
+		}
+	}
+	return out, nil
+}
+
+// variantNamed is m's variant of that name; the zero Variant (the mode's
+// default backend) when it has none of that name.
+func variantNamed(m proxy.Mode, name string) proxy.Variant {
+	for _, v := range m.Variants {
+		if v.Name == name {
+			return v
+		}
+	}
+	return proxy.Variant{}
+}

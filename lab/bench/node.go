@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/svclab/svclab/lab"
@@ -37,6 +38,7 @@ type node struct {
 	lab     *lab.Lab
 	target  proxy.Target
 	nodeNS  string
+	nodeIP  netip.Addr
 	client  string
 	bk      backends
 	servers []*traffic.Server
@@ -44,13 +46,17 @@ type node struct {
 }
 
 // upNode builds the lab. name is the topology's name, which prefixes the
-// namespaces (svclab-NAME-...).
-func upNode(ctx context.Context, name string, maxE int, pc proberConfig) (n *node, err error) {
-	t, err := topology.Generate(topology.Scale{Name: name, Nodes: 1, PodsPerNode: 3})
+// namespaces (svclab-NAME-...). With a control plane (kubeBinary: the
+// component binary, empty finds it), the lab runs its API server for the real
+// kube-proxy to follow.
+func upNode(ctx context.Context, name string, maxE int, pc proberConfig, controlPlane bool, kubeBinary string) (n *node, err error) {
+	// No cluster DNS: its CoreDNS pods would be more Services and endpoints,
+	// and processes, changing under the measurements.
+	t, err := topology.Generate(topology.Scale{Name: name, Nodes: 1, PodsPerNode: 3, NoDNS: true})
 	if err != nil {
 		return nil, err
 	}
-	l, err := lab.Up(ctx, t, lab.Options{NoServers: true})
+	l, err := lab.Up(ctx, t, lab.Options{NoServers: true, ControlPlane: controlPlane, KubeBinary: kubeBinary})
 	if err != nil {
 		return nil, err
 	}
@@ -68,7 +74,7 @@ func upNode(ctx context.Context, name string, maxE int, pc proberConfig) (n *nod
 	if err != nil {
 		return n, err
 	}
-	n.nodeNS = nm.NetNS
+	n.nodeNS, n.nodeIP = nm.NetNS, nm.IP
 	if err := namespaces.Sysctl(n.nodeNS, []namespaces.Setting{
 		{Key: "net.netfilter.nf_conntrack_tcp_timeout_syn_sent", Value: synSentTimeout},
 	}); err != nil {

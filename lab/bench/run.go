@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/proxy"
 )
 
 // Run measures what c asks for and returns the report; its notes say what was
@@ -30,6 +31,15 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 			return nil, fmt.Errorf("mode %s: %w", me.Mode.Name, err)
 		}
 	}
+	for _, name := range c.KubeProxyModes {
+		m, err := proxy.Lookup(name)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.Available(); err != nil {
+			return nil, fmt.Errorf("kube-proxy mode %s: %w", m.Name, err)
+		}
+	}
 	r := &runner{c: c, measured: measured, rep: &Report{Config: c, Started: time.Now()}, log: c.Log,
 		cold: map[string][]coldPoint{}, cut: map[string]bool{}, took: map[string]groupTime{}, timeCut: map[string]bool{}}
 	if r.log == nil {
@@ -37,6 +47,9 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	}
 	r.rep.Machine = readMachine(c.Where, measured)
 	err = r.run(ctx)
+	if err == nil {
+		err = r.runKubeProxies(ctx)
+	}
 	r.rep.Machine.LoadEnd = LoadAvg()
 	r.rep.Rows = r.res.Rows()
 	r.rep.Elapsed = time.Since(r.rep.Started)
@@ -157,7 +170,7 @@ func (r *runner) addDuration(s Subject, n, e int, metric string, rep int, d time
 // from a clean one and cleans it before its namespace goes, so the kernel does
 // not free a large ruleset in the background of the next measurement.
 func (r *runner) withNode(ctx context.Context, g group, fn func(n *node) error) (err error) {
-	nd, err := upNode(ctx, r.c.Name, r.c.maxEndpoints(), r.c.proberConfig())
+	nd, err := upNode(ctx, r.c.Name, r.c.maxEndpoints(), r.c.proberConfig(), false, "")
 	if err != nil {
 		return err
 	}

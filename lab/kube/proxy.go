@@ -1,17 +1,13 @@
 package kube
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/svclab/svclab/lab/proxy/xtables"
@@ -111,10 +107,6 @@ func iptablesLinks(runDir, backend string) (string, error) {
 	return dir, nil
 }
 
-// syncCount is the metric kube-proxy counts its syncs with (a histogram per IP
-// family since 1.28; without the label before).
-const syncCount = "kubeproxy_sync_proxy_rules_duration_seconds_count"
-
 // WaitProxy waits until kube-proxy in p, serving metrics on nodeIP, has finished
 // its first IPv4 sync (its healthz answers 200 from the start, so the sync
 // counter is what tells), and returns how long after its start that was.
@@ -122,8 +114,8 @@ func WaitProxy(ctx context.Context, p *Process, nodeIP netip.Addr) (time.Duratio
 	client := traffic.HTTPClient(p.Netns, time.Second)
 	url := ProxyMetricsURL(nodeIP)
 	for {
-		n, err := proxySyncs(ctx, client, url)
-		if err == nil && n > 0 {
+		m, err := ReadProxyMetrics(ctx, client, url)
+		if err == nil && m.Syncs > 0 {
 			return time.Since(p.Started), nil
 		}
 		if exited := p.Exited(); exited != nil {
@@ -135,37 +127,6 @@ func WaitProxy(ctx context.Context, p *Process, nodeIP netip.Addr) (time.Duratio
 		case <-time.After(pollInterval):
 		}
 	}
-}
-
-// proxySyncs reads how many IPv4 syncs kube-proxy has made from its metrics.
-func proxySyncs(ctx context.Context, client *http.Client, url string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("%s", resp.Status)
-	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, syncCount) {
-			continue
-		}
-		labels := strings.TrimPrefix(line, syncCount)
-		if strings.HasPrefix(labels, "{") && !strings.Contains(labels, `ip_family="IPv4"`) {
-			continue
-		}
-		f := strings.Fields(line)
-		return strconv.ParseFloat(f[len(f)-1], 64)
-	}
-	return 0, sc.Err()
 }
 
 // ProxyMetricsURL is where kube-proxy serves its metrics inside the node.

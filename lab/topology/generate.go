@@ -18,6 +18,9 @@ type Scale struct {
 	// over all nodes. Each is a NodePort Service, port 80 -> 8080.
 	Services int
 	Clients  int
+	// NoDNS turns the cluster DNS off (dns: false), which a lab with a control
+	// plane otherwise runs (CoreDNS pods and the kube-dns Service).
+	NoDNS bool
 }
 
 // Generate builds the topology s describes, through the same checks a file gets.
@@ -28,6 +31,10 @@ func Generate(s Scale) (*Topology, error) {
 		return nil, fmt.Errorf("generate %s: want 1-250 nodes and 0-250 pods per node and clients, got %d, %d, %d", s.Name, s.Nodes, s.PodsPerNode, s.Clients)
 	}
 	f := &File{Name: s.Name, ClusterCIDR: "10.244.0.0/16", ServiceCIDR: "10.96.0.0/12", NodeCIDR: "172.18.0.0/16"}
+	if s.NoDNS {
+		off := false
+		f.DNS = &off
+	}
 	pod := 0
 	for n := 0; n < s.Nodes; n++ {
 		node := fmt.Sprintf("node-%d", n+1)

@@ -173,6 +173,28 @@ func (k *checker) coverage() {
 			}
 		}
 	}
+	kp, err := k.r.Config.KubeProxySubjects()
+	if err != nil {
+		k.fail("%s: %v", MachineFile, err)
+	}
+	for _, s := range kp {
+		for _, e := range k.r.Config.Endpoints {
+			for _, n := range k.r.Config.Services {
+				if k.cut(s, n, e) {
+					continue
+				}
+				// The real kube-proxy: its cold sync by its own metrics, the
+				// time from its start to the first connection (or a failure),
+				// and the updates.
+				k.need(s, n, e, "cold_sync", 1)
+				k.need(s, n, e, "cold_startup_sync", 1)
+				if len(k.a.get(s, n, e, "cold_programming"))+len(k.a.get(s, n, e, "cold_failed")) != 1 {
+					k.fail("%s N=%d E=%d: no outcome of the first connection after the cold sync", s, n, e)
+				}
+				k.updates(s, n, e)
+			}
+		}
+	}
 }
 
 // cell checks one mode and variant at one size: the methods that share the
@@ -276,7 +298,7 @@ func checkReportDir(dir string, drawn bool) error {
 		k.fail("%s: kernel, CPU or CPU count missing", MachineFile)
 	}
 	c := r.Config
-	if len(c.Services) == 0 || len(c.Endpoints) == 0 || len(c.Modes) == 0 || c.MinReps < 1 || c.Connects < 1 {
+	if len(c.Services) == 0 || len(c.Endpoints) == 0 || len(c.Modes)+len(c.KubeProxyModes) == 0 || c.MinReps < 1 || c.Connects < 1 {
 		k.fail("%s: settings lack sizes, modes, repetitions or connections", MachineFile)
 	}
 	k.asked()

@@ -36,6 +36,7 @@ type settings struct {
 	Modes          []string `json:"modes"`
 	Methods        []string `json:"methods"`
 	Backends       []string `json:"backends"`
+	KubeProxyModes []string `json:"kubeProxyModes,omitempty"`
 	Reps           int      `json:"reps"`
 	MinReps        int      `json:"minReps"`
 	CellBudget     string   `json:"cellBudget"`
@@ -52,7 +53,7 @@ type settings struct {
 
 func settingsOf(c bench.Config) settings {
 	return settings{
-		Services: c.Services, Endpoints: c.Endpoints, Modes: c.Modes, Methods: c.Methods, Backends: c.Backends,
+		Services: c.Services, Endpoints: c.Endpoints, Modes: c.Modes, Methods: c.Methods, Backends: c.Backends, KubeProxyModes: c.KubeProxyModes,
 		Reps: c.Reps, MinReps: c.MinReps, CellBudget: c.CellBudget.String(), PerRuleCap: c.PerRuleCap.String(),
 		ColdCap: c.ColdCap.String(), Deadline: c.Deadline.String(),
 		OverheadPairs: c.OverheadPairs, Connects: c.Connects, ProbeInterval: c.ProbeInterval.String(),
@@ -62,7 +63,7 @@ func settingsOf(c bench.Config) settings {
 
 func (s settings) config(where string) bench.Config {
 	c := bench.Config{
-		Services: s.Services, Endpoints: s.Endpoints, Modes: s.Modes, Methods: s.Methods, Backends: s.Backends,
+		Services: s.Services, Endpoints: s.Endpoints, Modes: s.Modes, Methods: s.Methods, Backends: s.Backends, KubeProxyModes: s.KubeProxyModes,
 		Reps: s.Reps, MinReps: s.MinReps, OverheadPairs: s.OverheadPairs, Connects: s.Connects,
 		ProbeWorkers: s.ProbeWorkers, Where: where,
 	}

@@ -136,6 +136,14 @@ func drawLines(path, title, ylabel string, lines []line) error {
 		p.Add(ln, pts)
 		p.Legend.Add(l.label, legendThumb{c, ln.Dashes, pts.Shape})
 	}
+	// A plot of one point (one size, one line) has an axis of no width, which
+	// the plotting library widens by ±1: below zero on a log scale, where it
+	// panics. A factor of two either way keeps the point in the middle.
+	for _, ax := range []*gonumplot.Axis{&p.X, &p.Y} {
+		if ax.Min == ax.Max {
+			ax.Min, ax.Max = ax.Min/2, ax.Max*2
+		}
+	}
 	if err := p.Save(9*vg.Inch, 6*vg.Inch, path); err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}

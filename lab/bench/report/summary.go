@@ -87,6 +87,8 @@ func (a *analysis) writeSummary(w io.Writer, h int, prefix string, plots []plotF
 		}
 	}
 
+	a.writeKubeProxy(w, h+1)
+
 	a.writeParts(w, h+1)
 
 	heading(w, h+1, "Data path: TCP handshake from a pod")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 )
 
@@ -29,7 +30,8 @@ var mode = proxy.Mode{
 	Rules: func(proxy.Config) [][]string {
 		return [][]string{{"nft", "list", "table", "ip", Table}}
 	},
-	Read: Read,
+	Read:    Read,
+	Cleanup: Cleanup,
 }
 
 func init() { proxy.Register(mode) }
@@ -71,6 +73,23 @@ func Available() error {
 			return errors.New("nftables mode: checking nf_tables needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
 		}
 		return fmt.Errorf("nftables mode: this kernel's nf_tables does not take kube-proxy's table (nft --check: %v: %s): it needs CONFIG_NF_TABLES with nat, numgen, fib and reject", err, msg)
+	}
+	return nil
+}
+
+// Cleanup deletes kube-proxy's tables (ip and ip6 kube-proxy) from t's node,
+// as `kube-proxy --cleanup` does for this mode; a node without them is clean
+// already.
+func Cleanup(t proxy.Target) error {
+	ns, err := namespaces.OpenPath(t.NetNS)
+	if err != nil {
+		return fmt.Errorf("nftables cleanup: %w", err)
+	}
+	defer ns.Close()
+	for _, family := range []string{"ip", "ip6"} {
+		if _, err := ns.Output("nft", "delete", "table", family, Table); err != nil && !strings.Contains(err.Error(), "No such file or directory") {
+			return fmt.Errorf("nftables cleanup of %s: %w", ns, err)
+		}
 	}
 	return nil
 }
