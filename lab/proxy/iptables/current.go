@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/version"
 )
 
@@ -19,10 +20,10 @@ func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 	large := totalEndpoints(ports) > largeClusterEndpoints
 	nfacct := c.NFAcct && v.AtLeast(1, 31)
 
-	for _, ch := range []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD", "KUBE-NODEPORTS", "KUBE-PROXY-FIREWALL"} {
+	for _, ch := range []string{xtables.ChainServices, xtables.ChainExternalServices, xtables.ChainForward, xtables.ChainNodePorts, xtables.ChainProxyFirewall} {
 		b.declare("filter", ch, "")
 	}
-	for _, ch := range []string{"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ"} {
+	for _, ch := range []string{xtables.ChainServices, xtables.ChainNodePorts, xtables.ChainPostrouting, xtables.ChainMarkMasq} {
 		b.declare("nat", ch, "")
 	}
 	writeMasqueradeChains(b)
@@ -31,8 +32,8 @@ func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 		// with nodePortAddresses unset), which takes route_localnet=1. That lets
 		// packets from elsewhere addressed to 127.0.0.0/8 in; this rule, the
 		// kubelet's before 1.27, drops them unless they belong to a DNATed flow.
-		b.declare("filter", "KUBE-FIREWALL", "")
-		b.add("filter", "KUBE-FIREWALL", "-m", "comment", "--comment", "block incoming localnet connections",
+		b.declare("filter", xtables.ChainFirewall, "")
+		b.add("filter", xtables.ChainFirewall, "-m", "comment", "--comment", "block incoming localnet connections",
 			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8",
 			"-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP")
 	}
@@ -43,8 +44,8 @@ func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 
 	// Last: everything addressed to one of the node's own addresses (127.0.0.1
 	// included, as localhost NodePorts are on) goes on to the NodePorts.
-	b.add("nat", "KUBE-SERVICES", "-m", "comment", "--comment", "kubernetes service nodeports; NOTE: this must be the last rule in this chain",
-		"-m", "addrtype", "--dst-type", "LOCAL", "-j", "KUBE-NODEPORTS")
+	b.add("nat", xtables.ChainServices, "-m", "comment", "--comment", "kubernetes service nodeports; NOTE: this must be the last rule in this chain",
+		"-m", "addrtype", "--dst-type", "LOCAL", "-j", xtables.ChainNodePorts)
 
 	if !(v.AtLeast(1, 29) && c.ConntrackTCPLiberal) {
 		// Packets conntrack calls INVALID (an out-of-window TCP segment, say) would
@@ -54,11 +55,11 @@ func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 		if nfacct {
 			rule = append(rule, "-m", "nfacct", "--nfacct-name", nfacctInvalidDropped)
 		}
-		b.add("filter", "KUBE-FORWARD", append(rule, "-j", "DROP")...)
+		b.add("filter", xtables.ChainForward, append(rule, "-j", "DROP")...)
 	}
-	b.add("filter", "KUBE-FORWARD", "-m", "comment", "--comment", "kubernetes forwarding rules",
+	b.add("filter", xtables.ChainForward, "-m", "comment", "--comment", "kubernetes forwarding rules",
 		"-m", "mark", "--mark", masqueradeMark+"/"+masqueradeMark, "-j", "ACCEPT")
-	b.add("filter", "KUBE-FORWARD", "-m", "comment", "--comment", "kubernetes forwarding conntrack rule",
+	b.add("filter", xtables.ChainForward, "-m", "comment", "--comment", "kubernetes forwarding conntrack rule",
 		"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 
 	return b.ruleset(v, setupCurrent(v), large)
@@ -67,13 +68,13 @@ func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 // writeMasqueradeChains writes KUBE-POSTROUTING and KUBE-MARK-MASQ: a packet that
 // some rule marked is masqueraded on its way out, once.
 func writeMasqueradeChains(b *builder) {
-	b.add("nat", "KUBE-POSTROUTING", "-m", "mark", "!", "--mark", masqueradeMark+"/"+masqueradeMark, "-j", "RETURN")
+	b.add("nat", xtables.ChainPostrouting, "-m", "mark", "!", "--mark", masqueradeMark+"/"+masqueradeMark, "-j", "RETURN")
 	// Clear the mark so a packet that goes through the stack again (a bridge, a
 	// tunnel) is not masqueraded twice.
-	b.add("nat", "KUBE-POSTROUTING", "-j", "MARK", "--xor-mark", masqueradeMark)
-	b.add("nat", "KUBE-POSTROUTING", "-m", "comment", "--comment", "kubernetes service traffic requiring SNAT",
+	b.add("nat", xtables.ChainPostrouting, "-j", "MARK", "--xor-mark", masqueradeMark)
+	b.add("nat", xtables.ChainPostrouting, "-m", "comment", "--comment", "kubernetes service traffic requiring SNAT",
 		"-j", "MASQUERADE", "--random-fully")
-	b.add("nat", "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", masqueradeMark)
+	b.add("nat", xtables.ChainMarkMasq, "-j", "MARK", "--or-mark", masqueradeMark)
 }
 
 // externalPolicyLocal is kube-proxy's ExternalPolicyLocal: a Local policy only
@@ -128,9 +129,9 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 	clusterIPMatch := []string{"-m", "comment", "--comment", n.portName + " cluster IP",
 		"-m", proto, "-p", proto, "-d", sp.ClusterIP.String(), "--dport", port}
 	if hasInternal {
-		b.add("nat", "KUBE-SERVICES", words(clusterIPMatch, []string{"-j", internalChain})...)
+		b.add("nat", xtables.ChainServices, words(clusterIPMatch, []string{"-j", internalChain})...)
 	} else {
-		b.add("filter", "KUBE-SERVICES", "-m", "comment", "--comment", internalComment,
+		b.add("filter", xtables.ChainServices, "-m", "comment", "--comment", internalComment,
 			"-m", proto, "-p", proto, "-d", sp.ClusterIP.String(), "--dport", port, "-j", internalTarget)
 	}
 
@@ -142,10 +143,10 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 	}
 	for _, a := range sp.ExternalIPs {
 		if cat.HasAny {
-			b.add("nat", "KUBE-SERVICES", words([]string{"-m", "comment", "--comment", n.portName + " external IP"}, addrMatch(a), []string{"-j", n.ext})...)
+			b.add("nat", xtables.ChainServices, words([]string{"-m", "comment", "--comment", n.portName + " external IP"}, addrMatch(a), []string{"-j", n.ext})...)
 		}
 		if !hasExternal {
-			b.add("filter", "KUBE-EXTERNAL-SERVICES", words([]string{"-m", "comment", "--comment", externalComment}, addrMatch(a), []string{"-j", externalTarget})...)
+			b.add("filter", xtables.ChainExternalServices, words([]string{"-m", "comment", "--comment", externalComment}, addrMatch(a), []string{"-j", externalTarget})...)
 		}
 	}
 	usesFWChain := cat.HasAny && sp.UsesFirewall()
@@ -155,15 +156,15 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 	}
 	for _, a := range sp.LoadBalancerIPs {
 		if cat.HasAny {
-			b.add("nat", "KUBE-SERVICES", words([]string{"-m", "comment", "--comment", n.portName + " loadbalancer IP"}, addrMatch(a), []string{"-j", loadBalancerChain})...)
+			b.add("nat", xtables.ChainServices, words([]string{"-m", "comment", "--comment", n.portName + " loadbalancer IP"}, addrMatch(a), []string{"-j", loadBalancerChain})...)
 		}
 		if usesFWChain {
-			b.add("filter", "KUBE-PROXY-FIREWALL", words([]string{"-m", "comment", "--comment", n.portName + " traffic not accepted by " + n.fw}, addrMatch(a), []string{"-j", "DROP"})...)
+			b.add("filter", xtables.ChainProxyFirewall, words([]string{"-m", "comment", "--comment", n.portName + " traffic not accepted by " + n.fw}, addrMatch(a), []string{"-j", "DROP"})...)
 		}
 	}
 	if !hasExternal {
 		for _, a := range sp.LoadBalancerIPs {
-			b.add("filter", "KUBE-EXTERNAL-SERVICES", words([]string{"-m", "comment", "--comment", externalComment}, addrMatch(a), []string{"-j", externalTarget})...)
+			b.add("filter", xtables.ChainExternalServices, words([]string{"-m", "comment", "--comment", externalComment}, addrMatch(a), []string{"-j", externalTarget})...)
 		}
 	}
 
@@ -171,15 +172,15 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 		nodePort := strconv.Itoa(sp.NodePort)
 		if cat.HasAny {
 			if nfacct {
-				b.add("nat", "KUBE-NODEPORTS", "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
+				b.add("nat", xtables.ChainNodePorts, "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
 					"-d", "127.0.0.0/8", "--dport", nodePort,
 					"-m", "nfacct", "--nfacct-name", nfacctLocalhostNodePort, "-j", n.ext)
 			}
-			b.add("nat", "KUBE-NODEPORTS", "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
+			b.add("nat", xtables.ChainNodePorts, "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
 				"--dport", nodePort, "-j", n.ext)
 		}
 		if !hasExternal {
-			b.add("filter", "KUBE-EXTERNAL-SERVICES", "-m", "comment", "--comment", externalComment,
+			b.add("filter", xtables.ChainExternalServices, "-m", "comment", "--comment", externalComment,
 				"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", nodePort, "-j", externalTarget)
 		}
 	}
@@ -187,7 +188,7 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 	if sp.HealthCheckNodePort != 0 {
 		// The health check port must be reachable whether or not this node has
 		// endpoints: answering 503 is its job.
-		b.add("filter", "KUBE-NODEPORTS", "-m", "comment", "--comment", n.portName+" health check node port",
+		b.add("filter", xtables.ChainNodePorts, "-m", "comment", "--comment", n.portName+" health check node port",
 			"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(sp.HealthCheckNodePort), "-j", "ACCEPT")
 	}
 
@@ -195,12 +196,12 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 	// only when the Service or its endpoints changed.
 	if hasInternal {
 		if c.MasqueradeAll {
-			b.add("nat", internalChain, words(clusterIPMatch, []string{"-j", "KUBE-MARK-MASQ"})...)
+			b.add("nat", internalChain, words(clusterIPMatch, []string{"-j", xtables.ChainMarkMasq})...)
 		} else if c.ClusterCIDR.IsValid() {
 			// Traffic to a ClusterIP from outside the pod network (a node, a
 			// router with a route to the service range) is masqueraded, since the
 			// endpoint may be on another node and must answer through this one.
-			b.add("nat", internalChain, words(clusterIPMatch, []string{"!", "-s", c.ClusterCIDR.String(), "-j", "KUBE-MARK-MASQ"})...)
+			b.add("nat", internalChain, words(clusterIPMatch, []string{"!", "-s", c.ClusterCIDR.String(), "-j", xtables.ChainMarkMasq})...)
 		}
 	}
 
@@ -209,7 +210,7 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 		if !externalPolicyLocal(sp) {
 			// Policy Cluster may send the packet to another node: masquerade, so
 			// the reply comes back through this one.
-			b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade traffic for "+n.portName+" external destinations", "-j", "KUBE-MARK-MASQ")
+			b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade traffic for "+n.portName+" external destinations", "-j", xtables.ChainMarkMasq)
 		} else {
 			if c.ClusterCIDR.IsValid() {
 				// A pod reaching a NodePort or LB address is treated as if it had
@@ -220,7 +221,7 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 			// The node itself talking to its own NodePort has a local source
 			// address that must not reach another node unmasqueraded.
 			b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade LOCAL traffic for "+n.portName+" external destinations",
-				"-m", "addrtype", "--src-type", "LOCAL", "-j", "KUBE-MARK-MASQ")
+				"-m", "addrtype", "--src-type", "LOCAL", "-j", xtables.ChainMarkMasq)
 			b.add("nat", n.ext, "-m", "comment", "--comment", "route LOCAL traffic for "+n.portName+" external destinations",
 				"-m", "addrtype", "--src-type", "LOCAL", "-j", n.svc)
 		}
@@ -297,7 +298,7 @@ func writeEndpointChain(b *builder, v version.Version, sp *proxy.ServicePort, n 
 	if !large {
 		comment = []string{"-m", "comment", "--comment", n.portName}
 	}
-	b.add("nat", sep, words(comment, []string{"-s", e.IP.String(), "-j", "KUBE-MARK-MASQ"})...)
+	b.add("nat", sep, words(comment, []string{"-s", e.IP.String(), "-j", xtables.ChainMarkMasq})...)
 	var affinity []string
 	if sp.AffinitySeconds > 0 {
 		affinity = []string{"-m", "recent", "--name", sep, "--set"}

@@ -134,7 +134,7 @@ func (p *Proxier) EstimateSync(ctx context.Context, s *proxy.State) (time.Durati
 		if small, err = callCost(r, "filter", "INPUT"); err != nil {
 			return err
 		}
-		large, err = callCost(r, "nat", "KUBE-SERVICES")
+		large, err = callCost(r, "nat", xtables.ChainServices)
 		return err
 	})
 	if err != nil {

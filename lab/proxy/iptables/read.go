@@ -69,12 +69,12 @@ func readSaved(natSave, filterSave []byte) (proxy.ServiceMap, error) {
 
 	// Each frontend's rules in the dispatch chains, in order.
 	entries := map[proxy.Frontend][]*savedRule{}
-	for _, r := range nat["KUBE-SERVICES"] {
+	for _, r := range nat[xtables.ChainServices] {
 		if f, ok := addressFrontend(r); ok {
 			entries[f] = append(entries[f], r)
 		}
 	}
-	for _, r := range nat["KUBE-NODEPORTS"] {
+	for _, r := range nat[xtables.ChainNodePorts] {
 		if f, ok := nodePortFrontend(r); ok && r.dst == "" {
 			entries[f] = append(entries[f], r)
 		}
@@ -86,19 +86,19 @@ func readSaved(natSave, filterSave []byte) (proxy.ServiceMap, error) {
 		}
 		refused[f] = map[string]proxy.Verdict{"REJECT": proxy.Reject, "DROP": proxy.Drop}[r.target]
 	}
-	for _, r := range filter["KUBE-SERVICES"] {
+	for _, r := range filter[xtables.ChainServices] {
 		if f, ok := addressFrontend(r); ok {
 			note(f, r)
 		}
 	}
-	for _, r := range filter["KUBE-EXTERNAL-SERVICES"] {
+	for _, r := range filter[xtables.ChainExternalServices] {
 		if f, ok := addressFrontend(r); ok {
 			note(f, r)
 		} else if f, ok := nodePortFrontend(r); ok && r.dstType == "LOCAL" {
 			note(f, r)
 		}
 	}
-	for _, r := range filter["KUBE-PROXY-FIREWALL"] {
+	for _, r := range filter[xtables.ChainProxyFirewall] {
 		if f, ok := addressFrontend(r); ok {
 			note(f, r)
 		}
@@ -234,7 +234,7 @@ func (w walker) walk(rules []*savedRule, depth int) (proxy.Walk, error) {
 			continue
 		}
 		switch r.target {
-		case "", "KUBE-MARK-MASQ", "MARK":
+		case "", xtables.ChainMarkMasq, "MARK":
 			continue
 		case "RETURN":
 			if r.random {
@@ -274,7 +274,7 @@ func (w walker) follow(r *savedRule, depth int) (proxy.Walk, error) {
 			return proxy.Walk{}, fmt.Errorf("DNAT to %q: %w: %s", r.toDestination, err, r.line)
 		}
 		return proxy.Walk{End: proxy.WalkDNAT, Backends: []netip.AddrPort{ap}}, nil
-	case "DROP", "KUBE-MARK-DROP":
+	case "DROP", xtables.ChainMarkDrop:
 		// KUBE-MARK-DROP marks the packet for the kubelet's KUBE-FIREWALL to drop
 		// (the layout before 1.24).
 		return proxy.Walk{End: proxy.WalkDrop}, nil

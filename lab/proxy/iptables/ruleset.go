@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/version"
 )
 
@@ -202,9 +203,9 @@ func restoreInput(rs *Ruleset, sel [][]*Chain, del map[string][]string) []byte {
 func sortChains(chains []*Chain) {
 	rank := func(name string) int {
 		switch {
-		case name == "KUBE-NODEPORTS":
+		case name == xtables.ChainNodePorts:
 			return 0
-		case name == "KUBE-SERVICES":
+		case name == xtables.ChainServices:
 			return 1
 		case strings.HasPrefix(name, "KUBE-"):
 			return 2

@@ -1,6 +1,9 @@
 package iptables
 
-import "github.com/svclab/svclab/lab/version"
+import (
+	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/version"
+)
 
 // jump is one rule kube-proxy keeps at the top of a built-in chain, leading to one of
 // its own chains.
@@ -15,32 +18,32 @@ var ctNew = []string{"-m", "conntrack", "--ctstate", "NEW"}
 // iptablesKubeletJumpChains, the kubelet's KUBE-FIREWALL jumps kube-proxy took over
 // when the kubelet stopped writing iptables rules).
 var jumpsCurrent = []jump{
-	{"filter", "INPUT", "KUBE-EXTERNAL-SERVICES", "kubernetes externally-visible service portals", ctNew},
-	{"filter", "FORWARD", "KUBE-EXTERNAL-SERVICES", "kubernetes externally-visible service portals", ctNew},
-	{"filter", "INPUT", "KUBE-NODEPORTS", "kubernetes health check service ports", nil},
-	{"filter", "FORWARD", "KUBE-SERVICES", "kubernetes service portals", ctNew},
-	{"filter", "OUTPUT", "KUBE-SERVICES", "kubernetes service portals", ctNew},
-	{"filter", "FORWARD", "KUBE-FORWARD", "kubernetes forwarding rules", nil},
-	{"filter", "INPUT", "KUBE-PROXY-FIREWALL", "kubernetes load balancer firewall", ctNew},
-	{"filter", "OUTPUT", "KUBE-PROXY-FIREWALL", "kubernetes load balancer firewall", ctNew},
-	{"filter", "FORWARD", "KUBE-PROXY-FIREWALL", "kubernetes load balancer firewall", ctNew},
-	{"nat", "OUTPUT", "KUBE-SERVICES", "kubernetes service portals", nil},
-	{"nat", "PREROUTING", "KUBE-SERVICES", "kubernetes service portals", nil},
-	{"nat", "POSTROUTING", "KUBE-POSTROUTING", "kubernetes postrouting rules", nil},
-	{"filter", "INPUT", "KUBE-FIREWALL", "", nil},
-	{"filter", "OUTPUT", "KUBE-FIREWALL", "", nil},
+	{"filter", "INPUT", xtables.ChainExternalServices, "kubernetes externally-visible service portals", ctNew},
+	{"filter", "FORWARD", xtables.ChainExternalServices, "kubernetes externally-visible service portals", ctNew},
+	{"filter", "INPUT", xtables.ChainNodePorts, "kubernetes health check service ports", nil},
+	{"filter", "FORWARD", xtables.ChainServices, "kubernetes service portals", ctNew},
+	{"filter", "OUTPUT", xtables.ChainServices, "kubernetes service portals", ctNew},
+	{"filter", "FORWARD", xtables.ChainForward, "kubernetes forwarding rules", nil},
+	{"filter", "INPUT", xtables.ChainProxyFirewall, "kubernetes load balancer firewall", ctNew},
+	{"filter", "OUTPUT", xtables.ChainProxyFirewall, "kubernetes load balancer firewall", ctNew},
+	{"filter", "FORWARD", xtables.ChainProxyFirewall, "kubernetes load balancer firewall", ctNew},
+	{"nat", "OUTPUT", xtables.ChainServices, "kubernetes service portals", nil},
+	{"nat", "PREROUTING", xtables.ChainServices, "kubernetes service portals", nil},
+	{"nat", "POSTROUTING", xtables.ChainPostrouting, "kubernetes postrouting rules", nil},
+	{"filter", "INPUT", xtables.ChainFirewall, "", nil},
+	{"filter", "OUTPUT", xtables.ChainFirewall, "", nil},
 }
 
 // jumpsXLB are kube-proxy's jumps of 1.13 to 1.19.
 var jumpsXLB = []jump{
-	{"filter", "INPUT", "KUBE-EXTERNAL-SERVICES", "kubernetes externally-visible service portals", ctNew},
-	{"filter", "FORWARD", "KUBE-SERVICES", "kubernetes service portals", ctNew},
-	{"filter", "OUTPUT", "KUBE-SERVICES", "kubernetes service portals", ctNew},
-	{"filter", "INPUT", "KUBE-SERVICES", "kubernetes service portals", ctNew},
-	{"filter", "FORWARD", "KUBE-FORWARD", "kubernetes forwarding rules", nil},
-	{"nat", "OUTPUT", "KUBE-SERVICES", "kubernetes service portals", nil},
-	{"nat", "PREROUTING", "KUBE-SERVICES", "kubernetes service portals", nil},
-	{"nat", "POSTROUTING", "KUBE-POSTROUTING", "kubernetes postrouting rules", nil},
+	{"filter", "INPUT", xtables.ChainExternalServices, "kubernetes externally-visible service portals", ctNew},
+	{"filter", "FORWARD", xtables.ChainServices, "kubernetes service portals", ctNew},
+	{"filter", "OUTPUT", xtables.ChainServices, "kubernetes service portals", ctNew},
+	{"filter", "INPUT", xtables.ChainServices, "kubernetes service portals", ctNew},
+	{"filter", "FORWARD", xtables.ChainForward, "kubernetes forwarding rules", nil},
+	{"nat", "OUTPUT", xtables.ChainServices, "kubernetes service portals", nil},
+	{"nat", "PREROUTING", xtables.ChainServices, "kubernetes service portals", nil},
+	{"nat", "POSTROUTING", xtables.ChainPostrouting, "kubernetes postrouting rules", nil},
 }
 
 // canaries are the empty KUBE-PROXY-CANARY chains kube-proxy (since 1.17) keeps in
@@ -51,9 +54,9 @@ func canaries(v version.Version) []Step {
 		return nil
 	}
 	return []Step{
-		{Table: "mangle", Chain: "KUBE-PROXY-CANARY"},
-		{Table: "nat", Chain: "KUBE-PROXY-CANARY"},
-		{Table: "filter", Chain: "KUBE-PROXY-CANARY"},
+		{Table: "mangle", Chain: xtables.ChainProxyCanary},
+		{Table: "nat", Chain: xtables.ChainProxyCanary},
+		{Table: "filter", Chain: xtables.ChainProxyCanary},
 	}
 }
 
@@ -92,21 +95,21 @@ func setupCurrent(v version.Version) []Step {
 // kube-proxy writes into them anyway; only their chains are kept here.
 func setupXLB(v version.Version) []Step {
 	steps := []Step{
-		{Table: "nat", Chain: "KUBE-MARK-DROP"},
-		{Table: "nat", Chain: "KUBE-MARK-DROP", Rule: Rule{"-j", "MARK", "--or-mark", dropMark}, Append: true},
-		{Table: "filter", Chain: "KUBE-FIREWALL"},
-		{Table: "filter", Chain: "KUBE-FIREWALL", Append: true, Rule: Rule{
+		{Table: "nat", Chain: xtables.ChainMarkDrop},
+		{Table: "nat", Chain: xtables.ChainMarkDrop, Rule: Rule{"-j", "MARK", "--or-mark", dropMark}, Append: true},
+		{Table: "filter", Chain: xtables.ChainFirewall},
+		{Table: "filter", Chain: xtables.ChainFirewall, Append: true, Rule: Rule{
 			"-m", "comment", "--comment", "kubernetes firewall for dropping marked packets",
 			"-m", "mark", "--mark", dropMark + "/" + dropMark, "-j", "DROP"}},
-		{Table: "filter", Chain: "KUBE-FIREWALL", Append: true, Rule: Rule{
+		{Table: "filter", Chain: xtables.ChainFirewall, Append: true, Rule: Rule{
 			"-m", "comment", "--comment", "block incoming localnet connections",
 			"--dst", "127.0.0.0/8", "!", "--src", "127.0.0.0/8",
 			"-m", "conntrack", "!", "--ctstate", "RELATED,ESTABLISHED,DNAT", "-j", "DROP"}},
-		{Table: "filter", Chain: "OUTPUT", Rule: Rule{"-j", "KUBE-FIREWALL"}},
-		{Table: "filter", Chain: "INPUT", Rule: Rule{"-j", "KUBE-FIREWALL"}},
-		{Table: "nat", Chain: "KUBE-MARK-MASQ"},
-		{Table: "nat", Chain: "KUBE-POSTROUTING"},
-		{Table: "nat", Chain: "POSTROUTING", Rule: Rule{"-m", "comment", "--comment", "kubernetes postrouting rules", "-j", "KUBE-POSTROUTING"}},
+		{Table: "filter", Chain: "OUTPUT", Rule: Rule{"-j", xtables.ChainFirewall}},
+		{Table: "filter", Chain: "INPUT", Rule: Rule{"-j", xtables.ChainFirewall}},
+		{Table: "nat", Chain: xtables.ChainMarkMasq},
+		{Table: "nat", Chain: xtables.ChainPostrouting},
+		{Table: "nat", Chain: "POSTROUTING", Rule: Rule{"-m", "comment", "--comment", "kubernetes postrouting rules", "-j", xtables.ChainPostrouting}},
 	}
 	steps = append(steps, canaries(v)...)
 	return append(steps, jumpSteps(jumpsXLB)...)

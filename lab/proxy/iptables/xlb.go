@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/version"
 )
 
@@ -19,10 +20,10 @@ func generateXLB(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 	b := newBuilder()
 	large := totalEndpoints(ports) > largeClusterEndpoints
 
-	for _, ch := range []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES", "KUBE-FORWARD"} {
+	for _, ch := range []string{xtables.ChainServices, xtables.ChainExternalServices, xtables.ChainForward} {
 		b.declare("filter", ch, "")
 	}
-	for _, ch := range []string{"KUBE-SERVICES", "KUBE-NODEPORTS", "KUBE-POSTROUTING", "KUBE-MARK-MASQ"} {
+	for _, ch := range []string{xtables.ChainServices, xtables.ChainNodePorts, xtables.ChainPostrouting, xtables.ChainMarkMasq} {
 		b.declare("nat", ch, "")
 	}
 	writeMasqueradeChainsXLB(b, v)
@@ -31,15 +32,15 @@ func generateXLB(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 		writePortXLB(b, c, &ports[i], large)
 	}
 
-	b.add("nat", "KUBE-SERVICES", "-m", "comment", "--comment", "kubernetes service nodeports; NOTE: this must be the last rule in this chain",
-		"-m", "addrtype", "--dst-type", "LOCAL", "-j", "KUBE-NODEPORTS")
+	b.add("nat", xtables.ChainServices, "-m", "comment", "--comment", "kubernetes service nodeports; NOTE: this must be the last rule in this chain",
+		"-m", "addrtype", "--dst-type", "LOCAL", "-j", xtables.ChainNodePorts)
 
-	b.add("filter", "KUBE-FORWARD", "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
-	b.add("filter", "KUBE-FORWARD", "-m", "comment", "--comment", "kubernetes forwarding rules",
+	b.add("filter", xtables.ChainForward, "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
+	b.add("filter", xtables.ChainForward, "-m", "comment", "--comment", "kubernetes forwarding rules",
 		"-m", "mark", "--mark", masqueradeMark+"/"+masqueradeMark, "-j", "ACCEPT")
-	b.add("filter", "KUBE-FORWARD", "-m", "comment", "--comment", "kubernetes forwarding conntrack pod source rule",
+	b.add("filter", xtables.ChainForward, "-m", "comment", "--comment", "kubernetes forwarding conntrack pod source rule",
 		"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
-	b.add("filter", "KUBE-FORWARD", "-m", "comment", "--comment", "kubernetes forwarding conntrack pod destination rule",
+	b.add("filter", xtables.ChainForward, "-m", "comment", "--comment", "kubernetes forwarding conntrack pod destination rule",
 		"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 
 	return b.ruleset(v, setupXLB(v), large)
@@ -52,10 +53,10 @@ func writeMasqueradeChainsXLB(b *builder, v version.Version) {
 		writeMasqueradeChains(b)
 		return
 	}
-	b.add("nat", "KUBE-POSTROUTING", "-m", "mark", "!", "--mark", masqueradeMark+"/"+masqueradeMark, "-j", "RETURN")
-	b.add("nat", "KUBE-POSTROUTING", "-j", "MARK", "--xor-mark", masqueradeMark)
-	b.add("nat", "KUBE-POSTROUTING", "-m", "comment", "--comment", "kubernetes service traffic requiring SNAT", "-j", "MASQUERADE")
-	b.add("nat", "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", masqueradeMark)
+	b.add("nat", xtables.ChainPostrouting, "-m", "mark", "!", "--mark", masqueradeMark+"/"+masqueradeMark, "-j", "RETURN")
+	b.add("nat", xtables.ChainPostrouting, "-j", "MARK", "--xor-mark", masqueradeMark)
+	b.add("nat", xtables.ChainPostrouting, "-m", "comment", "--comment", "kubernetes service traffic requiring SNAT", "-j", "MASQUERADE")
+	b.add("nat", xtables.ChainMarkMasq, "-j", "MARK", "--or-mark", masqueradeMark)
 }
 
 func writePortXLB(b *builder, c Config, sp *proxy.ServicePort, large bool) {
@@ -97,13 +98,13 @@ func writePortXLB(b *builder, c Config, sp *proxy.ServicePort, large bool) {
 		match := []string{"-m", "comment", "--comment", n.portName + " cluster IP",
 			"-m", proto, "-p", proto, "-d", clusterIP, "--dport", port}
 		if c.MasqueradeAll {
-			b.add("nat", "KUBE-SERVICES", words(match, []string{"-j", "KUBE-MARK-MASQ"})...)
+			b.add("nat", xtables.ChainServices, words(match, []string{"-j", xtables.ChainMarkMasq})...)
 		} else if c.ClusterCIDR.IsValid() {
-			b.add("nat", "KUBE-SERVICES", words(match, []string{"!", "-s", c.ClusterCIDR.String(), "-j", "KUBE-MARK-MASQ"})...)
+			b.add("nat", xtables.ChainServices, words(match, []string{"!", "-s", c.ClusterCIDR.String(), "-j", xtables.ChainMarkMasq})...)
 		}
-		b.add("nat", "KUBE-SERVICES", words(match, []string{"-j", n.svc})...)
+		b.add("nat", xtables.ChainServices, words(match, []string{"-j", n.svc})...)
 	} else {
-		b.add("filter", "KUBE-SERVICES", "-m", "comment", "--comment", n.portName+" has no endpoints",
+		b.add("filter", xtables.ChainServices, "-m", "comment", "--comment", n.portName+" has no endpoints",
 			"-m", proto, "-p", proto, "-d", clusterIP, "--dport", port, "-j", "REJECT")
 	}
 
@@ -112,16 +113,16 @@ func writePortXLB(b *builder, c Config, sp *proxy.ServicePort, large bool) {
 		if hasEndpoints {
 			match := []string{"-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto, "--dport", nodePort}
 			if !local {
-				b.add("nat", "KUBE-NODEPORTS", words(match, []string{"-j", "KUBE-MARK-MASQ"})...)
-				b.add("nat", "KUBE-NODEPORTS", words(match, []string{"-j", n.svc})...)
+				b.add("nat", xtables.ChainNodePorts, words(match, []string{"-j", xtables.ChainMarkMasq})...)
+				b.add("nat", xtables.ChainNodePorts, words(match, []string{"-j", n.svc})...)
 			} else {
 				// A packet from 127.0.0.1 DNATed to a pod would come back to a
 				// martian source: masquerade localhost clients only.
-				b.add("nat", "KUBE-NODEPORTS", words(match, []string{"-s", "127.0.0.0/8", "-j", "KUBE-MARK-MASQ"})...)
-				b.add("nat", "KUBE-NODEPORTS", words(match, []string{"-j", n.xlb})...)
+				b.add("nat", xtables.ChainNodePorts, words(match, []string{"-s", "127.0.0.0/8", "-j", xtables.ChainMarkMasq})...)
+				b.add("nat", xtables.ChainNodePorts, words(match, []string{"-j", n.xlb})...)
 			}
 		} else {
-			b.add("filter", "KUBE-EXTERNAL-SERVICES", "-m", "comment", "--comment", n.portName+" has no endpoints",
+			b.add("filter", xtables.ChainExternalServices, "-m", "comment", "--comment", n.portName+" has no endpoints",
 				"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", nodePort, "-j", "REJECT")
 		}
 	}
@@ -144,7 +145,7 @@ func writePortXLB(b *builder, c Config, sp *proxy.ServicePort, large bool) {
 			choice = []string{"-m", "statistic", "--mode", "random", "--probability", probability(v, len(ready)-i)}
 		}
 		b.add("nat", n.svc, words(comment(n.portName), choice, []string{"-j", sep})...)
-		b.add("nat", sep, words(comment(n.portName), []string{"-s", e.IP.String() + "/32", "-j", "KUBE-MARK-MASQ"})...)
+		b.add("nat", sep, words(comment(n.portName), []string{"-s", e.IP.String() + "/32", "-j", xtables.ChainMarkMasq})...)
 		var affinity []string
 		if sp.AffinitySeconds > 0 {
 			affinity = []string{"-m", "recent", "--name", sep, "--set"}
@@ -160,11 +161,11 @@ func writePortXLB(b *builder, c Config, sp *proxy.ServicePort, large bool) {
 			"-s", c.ClusterCIDR.String(), "-j", n.svc)
 	}
 	b.add("nat", n.xlb, "-m", "comment", "--comment", "masquerade LOCAL traffic for "+n.portName+" LB IP",
-		"-m", "addrtype", "--src-type", "LOCAL", "-j", "KUBE-MARK-MASQ")
+		"-m", "addrtype", "--src-type", "LOCAL", "-j", xtables.ChainMarkMasq)
 	b.add("nat", n.xlb, "-m", "comment", "--comment", "route LOCAL traffic for "+n.portName+" LB IP to service chain",
 		"-m", "addrtype", "--src-type", "LOCAL", "-j", n.svc)
 	if len(localReady) == 0 {
-		b.add("nat", n.xlb, "-m", "comment", "--comment", n.portName+" has no local endpoints", "-j", "KUBE-MARK-DROP")
+		b.add("nat", n.xlb, "-m", "comment", "--comment", n.portName+" has no local endpoints", "-j", xtables.ChainMarkDrop)
 		return
 	}
 	if sp.AffinitySeconds > 0 {

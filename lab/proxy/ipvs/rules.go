@@ -14,14 +14,14 @@ type chain struct{ table, name string }
 // chains are created (iptables -N) on every sync and declared, so flushed and
 // rewritten, in every iptables-restore, in kube-proxy's order (iptablesChains).
 var chains = []chain{
-	{"nat", "KUBE-SERVICES"},
-	{"nat", "KUBE-POSTROUTING"},
+	{"nat", xtables.ChainServices},
+	{"nat", xtables.ChainPostrouting},
 	{"nat", "KUBE-NODE-PORT"},
 	{"nat", "KUBE-LOAD-BALANCER"},
-	{"nat", "KUBE-MARK-MASQ"},
-	{"filter", "KUBE-FORWARD"},
+	{"nat", xtables.ChainMarkMasq},
+	{"filter", xtables.ChainForward},
 	{"filter", "KUBE-NODE-PORT"},
-	{"filter", "KUBE-PROXY-FIREWALL"},
+	{"filter", xtables.ChainProxyFirewall},
 	{"filter", "KUBE-SOURCE-RANGES-FIREWALL"},
 	{"filter", "KUBE-IPVS-FILTER"},
 	{"filter", "KUBE-IPVS-OUT-FILTER"},
@@ -32,13 +32,13 @@ var chains = []chain{
 type jump struct{ table, from, to, comment string }
 
 var jumps = []jump{
-	{"nat", "OUTPUT", "KUBE-SERVICES", "kubernetes service portals"},
-	{"nat", "PREROUTING", "KUBE-SERVICES", "kubernetes service portals"},
-	{"nat", "POSTROUTING", "KUBE-POSTROUTING", "kubernetes postrouting rules"},
-	{"filter", "FORWARD", "KUBE-FORWARD", "kubernetes forwarding rules"},
+	{"nat", "OUTPUT", xtables.ChainServices, "kubernetes service portals"},
+	{"nat", "PREROUTING", xtables.ChainServices, "kubernetes service portals"},
+	{"nat", "POSTROUTING", xtables.ChainPostrouting, "kubernetes postrouting rules"},
+	{"filter", "FORWARD", xtables.ChainForward, "kubernetes forwarding rules"},
 	{"filter", "INPUT", "KUBE-NODE-PORT", "kubernetes health check rules"},
-	{"filter", "INPUT", "KUBE-PROXY-FIREWALL", "kube-proxy firewall rules"},
-	{"filter", "FORWARD", "KUBE-PROXY-FIREWALL", "kube-proxy firewall rules"},
+	{"filter", "INPUT", xtables.ChainProxyFirewall, "kube-proxy firewall rules"},
+	{"filter", "FORWARD", xtables.ChainProxyFirewall, "kube-proxy firewall rules"},
 	{"filter", "INPUT", "KUBE-IPVS-FILTER", "kubernetes ipvs access filter"},
 	{"filter", "OUTPUT", "KUBE-IPVS-OUT-FILTER", "kubernetes ipvs access filter"},
 }
@@ -55,16 +55,16 @@ type setJump struct {
 }
 
 var setJumps = []setJump{
-	{setLoopBack, "nat", "KUBE-POSTROUTING", "MASQUERADE", "dst,dst,src", ""},
-	{setLoadBalancer, "nat", "KUBE-SERVICES", "KUBE-LOAD-BALANCER", "dst,dst", ""},
+	{setLoopBack, "nat", xtables.ChainPostrouting, "MASQUERADE", "dst,dst,src", ""},
+	{setLoadBalancer, "nat", xtables.ChainServices, "KUBE-LOAD-BALANCER", "dst,dst", ""},
 	{setLoadBalancerLocal, "nat", "KUBE-LOAD-BALANCER", "RETURN", "dst,dst", ""},
 	{setNodePortLocalTCP, "nat", "KUBE-NODE-PORT", "RETURN", "dst", "tcp"},
-	{setNodePortTCP, "nat", "KUBE-NODE-PORT", "KUBE-MARK-MASQ", "dst", "tcp"},
+	{setNodePortTCP, "nat", "KUBE-NODE-PORT", xtables.ChainMarkMasq, "dst", "tcp"},
 	{setNodePortLocalUDP, "nat", "KUBE-NODE-PORT", "RETURN", "dst", "udp"},
-	{setNodePortUDP, "nat", "KUBE-NODE-PORT", "KUBE-MARK-MASQ", "dst", "udp"},
+	{setNodePortUDP, "nat", "KUBE-NODE-PORT", xtables.ChainMarkMasq, "dst", "udp"},
 	{setNodePortLocalSCTP, "nat", "KUBE-NODE-PORT", "RETURN", "dst,dst", "sctp"},
-	{setNodePortSCTP, "nat", "KUBE-NODE-PORT", "KUBE-MARK-MASQ", "dst,dst", "sctp"},
-	{setLoadBalancerFW, "filter", "KUBE-PROXY-FIREWALL", "KUBE-SOURCE-RANGES-FIREWALL", "dst,dst", ""},
+	{setNodePortSCTP, "nat", "KUBE-NODE-PORT", xtables.ChainMarkMasq, "dst,dst", "sctp"},
+	{setLoadBalancerFW, "filter", xtables.ChainProxyFirewall, "KUBE-SOURCE-RANGES-FIREWALL", "dst,dst", ""},
 	{setLoadBalancerSrcCIDR, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "RETURN", "dst,dst,src", ""},
 	{setLoadBalancerSrcIP, "filter", "KUBE-SOURCE-RANGES-FIREWALL", "RETURN", "dst,dst,src", ""},
 }
@@ -81,7 +81,7 @@ func Restore(c Config, p *Plan) string {
 	comment := func(set string) string { return quote(ipsetByName(set).comment) }
 	nonEmpty := func(set string) bool { return len(sets[set]) > 0 }
 
-	w(&nat, "-A", "KUBE-SERVICES", "-s", "127.0.0.0/8", "-j", "RETURN")
+	w(&nat, "-A", xtables.ChainServices, "-s", "127.0.0.0/8", "-j", "RETURN")
 	for _, sj := range setJumps {
 		if !nonEmpty(sj.set) {
 			continue
@@ -98,19 +98,19 @@ func Restore(c Config, p *Plan) string {
 		}
 	}
 	if nonEmpty(setClusterIP) {
-		args := []string{"-A", "KUBE-SERVICES", "-m", "comment", "--comment", comment(setClusterIP), "-m", "set", "--match-set", setClusterIP}
+		args := []string{"-A", xtables.ChainServices, "-m", "comment", "--comment", comment(setClusterIP), "-m", "set", "--match-set", setClusterIP}
 		switch {
 		case c.MasqueradeAll:
-			args = append(args, "dst,dst", "-j", "KUBE-MARK-MASQ")
+			args = append(args, "dst,dst", "-j", xtables.ChainMarkMasq)
 		case c.ClusterCIDR.IsValid():
 			// Traffic to a ClusterIP from outside the cluster CIDR (a node's own
 			// processes, whose source is the VIP itself; routed outside clients)
 			// is masqueraded.
-			args = append(args, "dst,dst", "!", "-s", c.ClusterCIDR.String(), "-j", "KUBE-MARK-MASQ")
+			args = append(args, "dst,dst", "!", "-s", c.ClusterCIDR.String(), "-j", xtables.ChainMarkMasq)
 		default:
 			// Without a way to tell pods apart: masquerade what a node sends from
 			// a VIP to a VIP.
-			args = append(args, "src,dst", "-j", "KUBE-MARK-MASQ")
+			args = append(args, "src,dst", "-j", xtables.ChainMarkMasq)
 		}
 		w(&nat, args...)
 	}
@@ -122,15 +122,15 @@ func Restore(c Config, p *Plan) string {
 		w(&nat, append(slices.Clone(args), "-m", "addrtype", "--dst-type", "LOCAL", "-j", "ACCEPT")...)
 	}
 	if nonEmpty(setExternalIP) {
-		args := []string{"-A", "KUBE-SERVICES", "-m", "comment", "--comment", comment(setExternalIP), "-m", "set", "--match-set", setExternalIP, "dst,dst"}
-		w(&nat, append(slices.Clone(args), "-j", "KUBE-MARK-MASQ")...)
+		args := []string{"-A", xtables.ChainServices, "-m", "comment", "--comment", comment(setExternalIP), "-m", "set", "--match-set", setExternalIP, "dst,dst"}
+		w(&nat, append(slices.Clone(args), "-j", xtables.ChainMarkMasq)...)
 		externalIPRules(args)
 	}
 	if nonEmpty(setExternalIPLocal) {
-		externalIPRules([]string{"-A", "KUBE-SERVICES", "-m", "comment", "--comment", comment(setExternalIPLocal), "-m", "set", "--match-set", setExternalIPLocal, "dst,dst"})
+		externalIPRules([]string{"-A", xtables.ChainServices, "-m", "comment", "--comment", comment(setExternalIPLocal), "-m", "set", "--match-set", setExternalIPLocal, "dst,dst"})
 	}
-	w(&nat, "-A", "KUBE-SERVICES", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "KUBE-NODE-PORT")
-	w(&nat, "-A", "KUBE-LOAD-BALANCER", "-j", "KUBE-MARK-MASQ")
+	w(&nat, "-A", xtables.ChainServices, "-m", "addrtype", "--dst-type", "LOCAL", "-j", "KUBE-NODE-PORT")
+	w(&nat, "-A", "KUBE-LOAD-BALANCER", "-j", xtables.ChainMarkMasq)
 	w(&filter, "-A", "KUBE-SOURCE-RANGES-FIREWALL", "-j", "DROP")
 	// A node outside a load balancer IP's source ranges reaches the IP it holds
 	// from that very IP, which no source range rule sees on the way out.
@@ -142,12 +142,12 @@ func Restore(c Config, p *Plan) string {
 	// further down the built-in chains.
 	for _, s := range []string{setClusterIP, setLoadBalancer} {
 		if nonEmpty(s) {
-			w(&nat, "-A", "KUBE-SERVICES", "-m", "set", "--match-set", s, "dst,dst", "-j", "ACCEPT")
+			w(&nat, "-A", xtables.ChainServices, "-m", "set", "--match-set", s, "dst,dst", "-j", "ACCEPT")
 		}
 	}
 	mark := xtables.MasqueradeMark
-	w(&filter, "-A", "KUBE-FORWARD", "-m", "comment", "--comment", quote("kubernetes forwarding rules"), "-m", "mark", "--mark", mark+"/"+mark, "-j", "ACCEPT")
-	w(&filter, "-A", "KUBE-FORWARD", "-m", "comment", "--comment", quote("kubernetes forwarding conntrack rule"), "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
+	w(&filter, "-A", xtables.ChainForward, "-m", "comment", "--comment", quote("kubernetes forwarding rules"), "-m", "mark", "--mark", mark+"/"+mark, "-j", "ACCEPT")
+	w(&filter, "-A", xtables.ChainForward, "-m", "comment", "--comment", quote("kubernetes forwarding conntrack rule"), "-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED", "-j", "ACCEPT")
 	w(&filter, "-A", "KUBE-NODE-PORT", "-m", "comment", "--comment", comment(setHealthCheckNodePort), "-m", "set", "--match-set", setHealthCheckNodePort, "dst", "-j", "ACCEPT")
 	// KUBE-IPVS-FILTER (kubernetes#72236): a VIP is a local address, so without
 	// this every port of the node would answer on it; only Service ports may.
@@ -156,12 +156,12 @@ func Restore(c Config, p *Plan) string {
 	}
 	w(&filter, "-A", "KUBE-IPVS-FILTER", "-m", "set", "--match-set", setHealthCheckNodePort, "dst", "-j", "RETURN")
 	w(&filter, "-A", "KUBE-IPVS-FILTER", "-m", "conntrack", "--ctstate", "NEW", "-m", "set", "--match-set", setIPVSIPs, "dst", "-j", "REJECT")
-	w(&nat, "-A", "KUBE-POSTROUTING", "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN")
+	w(&nat, "-A", xtables.ChainPostrouting, "-m", "mark", "!", "--mark", mark+"/"+mark, "-j", "RETURN")
 	// Clear the mark so a packet that goes through the stack again is not
 	// masqueraded twice.
-	w(&nat, "-A", "KUBE-POSTROUTING", "-j", "MARK", "--xor-mark", mark)
-	w(&nat, "-A", "KUBE-POSTROUTING", "-m", "comment", "--comment", quote("kubernetes service traffic requiring SNAT"), "-j", "MASQUERADE", "--random-fully")
-	w(&nat, "-A", "KUBE-MARK-MASQ", "-j", "MARK", "--or-mark", mark)
+	w(&nat, "-A", xtables.ChainPostrouting, "-j", "MARK", "--xor-mark", mark)
+	w(&nat, "-A", xtables.ChainPostrouting, "-m", "comment", "--comment", quote("kubernetes service traffic requiring SNAT"), "-j", "MASQUERADE", "--random-fully")
+	w(&nat, "-A", xtables.ChainMarkMasq, "-j", "MARK", "--or-mark", mark)
 
 	var b strings.Builder
 	for _, table := range []string{"nat", "filter"} {

@@ -237,3 +237,19 @@ func ChainsIn(save []byte) []string {
 	}
 	return chains
 }
+
+// The chains both modes write, by kube-proxy's names. Per-Service chains are
+// named by the iptables mode (KUBE-SVC-..., see its names.go); the IPVS mode's
+// own chains and sets by the IPVS mode.
+const (
+	ChainServices         = "KUBE-SERVICES"
+	ChainNodePorts        = "KUBE-NODEPORTS"
+	ChainExternalServices = "KUBE-EXTERNAL-SERVICES"
+	ChainForward          = "KUBE-FORWARD"
+	ChainPostrouting      = "KUBE-POSTROUTING"
+	ChainMarkMasq         = "KUBE-MARK-MASQ"
+	ChainMarkDrop         = "KUBE-MARK-DROP"
+	ChainProxyFirewall    = "KUBE-PROXY-FIREWALL"
+	ChainFirewall         = "KUBE-FIREWALL"
+	ChainProxyCanary      = "KUBE-PROXY-CANARY"
+)
