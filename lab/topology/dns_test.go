@@ -160,3 +160,31 @@ func parseOK(t *testing.T, text string) *Topology {
 	}
 	return top
 }
+
+// TestClusterDNSMovesWhenTaken: a lab that gains a control plane its file did not
+// ask for, with a Service of its own at the tenth address, gets its cluster DNS
+// at the first free address after it; a file that asks for a control plane is
+// held to its own clusterDNS (the tenth address when unset) and told the clash.
+func TestClusterDNSMovesWhenTaken(t *testing.T) {
+	text := `name: taken
+clusterCIDR: 10.244.0.0/16
+serviceCIDR: 10.96.0.0/12
+nodes:
+  - {name: node-1, ip: 192.168.1.10, podCIDR: 10.244.1.0/24}
+services:
+  - metadata: {name: a}
+    spec: {clusterIP: 10.96.0.10, ports: [{port: 80}]}
+  - metadata: {name: b}
+    spec: {clusterIP: 10.96.0.11, ports: [{port: 80}]}
+`
+	top := parseOK(t, text)
+	if err := top.EnableControlPlane(); err != nil {
+		t.Fatal(err)
+	}
+	if top.DNS == nil || top.DNS.ServiceIP != netip.MustParseAddr("10.96.0.12") {
+		t.Fatalf("DNS = %+v, want it at 10.96.0.12, the first address from the tenth no Service holds", top.DNS)
+	}
+	if _, err := Parse("taken.yaml", []byte(text+"controlPlane: true\n")); err == nil {
+		t.Fatal("a file asking for a control plane with a Service at the cluster DNS's address parsed")
+	}
+}

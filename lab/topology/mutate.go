@@ -3,6 +3,7 @@ package topology
 import (
 	"fmt"
 	"maps"
+	"net/netip"
 	"reflect"
 	"slices"
 
@@ -101,7 +102,38 @@ func (t *Topology) EnableControlPlane() error {
 	}
 	f := t.file()
 	f.ControlPlane = true
+	if f.ClusterDNS == "" && (f.DNS == nil || *f.DNS) {
+		f.ClusterDNS = t.freeClusterDNS(f)
+	}
 	return t.replace("add a control plane", f)
+}
+
+// freeClusterDNS is where the cluster DNS goes in a lab that gains a control
+// plane its file did not ask for: kubeadm's tenth address of serviceCIDR, or the
+// first after it no Service of the file holds already (a file written without a
+// cluster DNS in mind may use the tenth). "" leaves the choice, and its errors,
+// to the file's rules.
+func (t *Topology) freeClusterDNS(f *File) string {
+	taken := map[netip.Addr]bool{}
+	for _, s := range f.Services {
+		for _, ip := range append([]string{s.Spec.ClusterIP}, s.Spec.ClusterIPs...) {
+			if a, err := netip.ParseAddr(ip); err == nil {
+				taken[a] = true
+			}
+		}
+	}
+	for n := dnsServiceIndex; ; n++ {
+		a := nthAddr(t.ServiceCIDR, n)
+		if !a.IsValid() || reservedIn(a, t.ServiceCIDR) != "" {
+			return ""
+		}
+		if !taken[a] {
+			if n == dnsServiceIndex {
+				return ""
+			}
+			return a.String()
+		}
+	}
 }
 
 // SetServices makes svcs the lab's Services in place of the ones it has, as an
