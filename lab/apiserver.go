@@ -290,12 +290,19 @@ func (l *Lab) follow(ctx context.Context) {
 	}
 }
 
-// resync mirrors the API server's Services into the topology and syncs the
-// proxies.
+// resync mirrors the API server's Services, as the watch saw them, into the
+// topology and syncs the proxies.
 func (l *Lab) resync(ctx context.Context) error {
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	svcs, err := l.cp.watch.Services()
+	return l.takeServices(ctx, l.cp.watch.Services)
+}
+
+// takeServices makes the Services list returns the topology's, publishes the
+// ingress the topology gives them and syncs the proxies. The caller holds
+// changeMu.
+func (l *Lab) takeServices(ctx context.Context, list func() ([]corev1.Service, error)) error {
+	svcs, err := list()
 	if err != nil {
 		return err
 	}

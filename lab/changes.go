@@ -60,17 +60,7 @@ func (l *Lab) changeServices(ctx context.Context, mutate func(t *topology.Topolo
 	if err := inAPI(); err != nil {
 		return err
 	}
-	svcs, err := l.listServices(ctx)
-	if err != nil {
-		return err
-	}
-	if err := l.mirrorServices(svcs); err != nil {
-		return err
-	}
-	if err := l.publishIngress(ctx, svcs); err != nil {
-		return err
-	}
-	return l.Sync(ctx)
+	return l.takeServices(ctx, func() ([]corev1.Service, error) { return l.listServices(ctx) })
 }
 
 // UpdatePod changes a pod's labels, readiness or termination, as the kubelet and

@@ -183,40 +183,31 @@ func (r *runner) kubeProxySubject(ctx context.Context, nd *node, api *apiWriter,
 
 	// The cold sync, and the time from kube-proxy's exec to the first
 	// connection through the last Service.
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type probed struct {
-		res probeResult
-		err error
-	}
-	probe := make(chan probed, 1)
-	start := time.Now()
-	go func() {
-		res, err := nd.prober.firstSuccess(pctx, st.target(st.last()), start)
-		probe <- probed{res, err}
-	}()
 	var p *kube.Process
-	stopped, err := r.kubeProxyCapped(ctx, func(ctx context.Context) error {
+	stopped := false
+	got, perr, err := r.probeWhile(ctx, nd, st.target(st.last()), func(time.Time) error {
 		var err error
-		p, err = nd.lab.StartKubeProxy(ctx, lab.KubeProxyRun{Node: nodeName, Mode: s.Mode, Backend: target.Config.Backend})
+		stopped, err = r.kubeProxyCapped(ctx, func(ctx context.Context) error {
+			var err error
+			p, err = nd.lab.StartKubeProxy(ctx, lab.KubeProxyRun{Node: nodeName, Mode: s.Mode, Backend: target.Config.Backend})
+			return err
+		})
+		if stopped {
+			return errCapped
+		}
 		return err
 	})
-	if stopped || err != nil {
-		cancel()
-		<-probe
-		if stopped {
-			// StartKubeProxy stopped the process that made no first sync.
-			r.cut[kubeProxyCurve(s, st.e)] = true
-			r.note("%s E=%d cut at N=%d: its first sync did not end within %s of its start (the cold-sync cap, plus %s for the process to start and list the API server's objects)",
-				s, st.e, st.n, r.c.ColdCap+kubeProxyStartup, kubeProxyStartup)
-			return nil
-		}
+	if stopped {
+		// StartKubeProxy stopped the process that made no first sync.
+		r.cut[kubeProxyCurve(s, st.e)] = true
+		r.note("%s E=%d cut at N=%d: its first sync did not end within %s of its start (the cold-sync cap, plus %s for the process to start and list the API server's objects)",
+			s, st.e, st.n, r.c.ColdCap+kubeProxyStartup, kubeProxyStartup)
+		return nil
+	}
+	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, p.Stop(context.Background())) }()
-	grace := time.AfterFunc(r.c.Grace, cancel)
-	got := <-probe
-	grace.Stop()
 	metrics := newKubeMetrics(nd)
 	cold, err := metrics.read(ctx)
 	if err != nil {
@@ -232,14 +223,14 @@ func (r *runner) kubeProxySubject(ctx context.Context, nd *node, api *apiWriter,
 	r.addDuration(s, st.n, st.e, "cold_sync", 0, coldSync)
 	r.addDuration(s, st.n, st.e, "cold_startup_sync", 0, cold.LastSync.Sub(p.Started))
 	r.addCold(kubeProxyCurve(s, st.e), st.n, coldSync, nil)
-	if got.err != nil {
+	if perr != nil {
 		r.add(s, st.n, st.e, "cold_failed", 0, 1, UnitCount)
-		r.note("%s N=%d E=%d cold: no connection through the last Service within %s after kube-proxy's first sync: %v", s, st.n, st.e, r.c.Grace, got.err)
+		r.note("%s N=%d E=%d cold: no connection through the last Service within %s after kube-proxy's first sync: %v", s, st.n, st.e, r.c.Grace, perr)
 	} else {
-		r.addDuration(s, st.n, st.e, "cold_programming", 0, got.res.Latency)
+		r.addDuration(s, st.n, st.e, "cold_programming", 0, got.Latency)
 	}
 	r.logf("  %s: cold sync %s by its metrics, %s from its start to the end of it, first connection through the last Service %s after its start",
-		s, coldSync.Round(time.Millisecond), cold.LastSync.Sub(p.Started).Round(time.Millisecond), got.res.Latency.Round(time.Millisecond))
+		s, coldSync.Round(time.Millisecond), cold.LastSync.Sub(p.Started).Round(time.Millisecond), got.Latency.Round(time.Millisecond))
 	for _, ph := range []phase{phaseChange, phaseAdd} {
 		if r.pastDeadline() {
 			r.note("%s N=%d E=%d %s: not run: the run's time budget (%s) was spent", s, st.n, st.e, ph.name, r.c.Deadline)
@@ -293,18 +284,14 @@ func (r *runner) kubeProxyRepeat(ctx context.Context, nd *node, api *apiWriter, 
 			own = append(own, d.MeanProgrammed)
 			r.addDuration(s, n, e, ph.name+"_kube_programming", rep, d.MeanProgrammed)
 		}
+		if err := r.recordProbe(ctx, s, n, e, ph.name, rep, pr, perr); err != nil {
+			return err
+		}
 		if perr != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			failed++
-			r.add(s, n, e, ph.name+"_failed", rep, 1, UnitCount)
-			r.note("%s N=%d E=%d %s repetition %d: %v", s, n, e, ph.name, rep, perr)
 			continue
 		}
 		lat = append(lat, pr.Latency)
-		r.addDuration(s, n, e, ph.name+"_programming", rep, pr.Latency)
-		r.addDuration(s, n, e, ph.name+"_poll_interval", rep, pr.Interval)
 	}
 	if rep < r.c.Reps {
 		r.note("%s N=%d E=%d %s: %d of %d repetitions (one takes %s, kube-proxy's minSyncPeriod included; cell budget %s)",
@@ -313,6 +300,10 @@ func (r *runner) kubeProxyRepeat(ctx context.Context, nd *node, api *apiWriter, 
 	r.logf("  %s %s: %d repetitions, first connection p50 %s, kube-proxy's network programming p50 %s, %d failed", s, ph.name, rep, median(lat), median(own), failed)
 	return nil
 }
+
+// errCapped is what a write of probeWhile returns when the kube-proxy it starts
+// was stopped at the cold-sync cap.
+var errCapped = errors.New("kube-proxy stopped at the cold-sync cap")
 
 // probeWhile runs write (given the time it starts at) while the prober polls
 // to, and returns the prober's result (perr when no connection succeeded
@@ -339,7 +330,7 @@ func (r *runner) probeWhile(ctx context.Context, nd *node, to netip.AddrPort, wr
 	defer grace.Stop()
 	got := <-probe
 	if errors.Is(got.err, context.Canceled) && ctx.Err() == nil {
-		got.err = fmt.Errorf("%s: %w within %s after the API server took the update (%d attempts)", to, errNeverAnswered, r.c.Grace, got.res.Attempts)
+		got.err = fmt.Errorf("%s: %w within %s after the write (an update taken by the API server, or kube-proxy started) (%d attempts)", to, errNeverAnswered, r.c.Grace, got.res.Attempts)
 	}
 	return got.res, got.err, nil
 }

@@ -85,6 +85,23 @@ func (r *runner) repetitions(rep int, start time.Time) bool {
 	return rep < r.c.MinReps && each <= r.c.CellBudget
 }
 
+// recordProbe records what the prober saw of one repetition of phase: its
+// failure (perr), or the latency to the first connection and the poll
+// interval. It returns ctx's error when the run was cut short.
+func (r *runner) recordProbe(ctx context.Context, s Subject, n, e int, phase string, rep int, pr probeResult, perr error) error {
+	if perr != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.add(s, n, e, phase+"_failed", rep, 1, UnitCount)
+		r.note("%s N=%d E=%d %s repetition %d: %v", s, n, e, phase, rep, perr)
+		return nil
+	}
+	r.addDuration(s, n, e, phase+"_programming", rep, pr.Latency)
+	r.addDuration(s, n, e, phase+"_poll_interval", rep, pr.Interval)
+	return nil
+}
+
 // repeat measures one kind of update up to Reps times: the sync's duration and
 // the network-programming latency seen by the prober.
 func (r *runner) repeat(ctx context.Context, nd *node, st *state, p proxy.Proxier, s Subject, ph phase) error {
@@ -112,18 +129,14 @@ func (r *runner) repeat(ctx context.Context, nd *node, st *state, p proxy.Proxie
 			return fmt.Errorf("%s sync: %w", ph.name, err)
 		}
 		r.recordSync(s, n, e, ph.name, rep, sd, p)
+		if err := r.recordProbe(ctx, s, n, e, ph.name, rep, pr, perr); err != nil {
+			return err
+		}
 		if perr != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
 			failed++
-			r.add(s, n, e, ph.name+"_failed", rep, 1, UnitCount)
-			r.note("%s N=%d E=%d %s repetition %d: %v", s, n, e, ph.name, rep, perr)
 			continue
 		}
 		lat = append(lat, pr.Latency)
-		r.addDuration(s, n, e, ph.name+"_programming", rep, pr.Latency)
-		r.addDuration(s, n, e, ph.name+"_poll_interval", rep, pr.Interval)
 	}
 	if rep < r.c.Reps && rep < limit {
 		r.note("%s N=%d E=%d %s: %d of %d repetitions (one takes %s; cell budget %s)",
