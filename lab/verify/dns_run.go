@@ -66,13 +66,16 @@ func executeLookups(ctx context.Context, l *lab.Lab, lookups []Lookup, label str
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
+	// The connections that follow lookups and must be refused share each
+	// client's ICMP budget, as refused flows do (see icmpBudget).
+	budget := newICMPBudget()
 	for i := range lookups {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			checks[i] = runLookup(ctx, lookups[i], netns[i], configs[lookups[i].Source.Name], label)
+			checks[i] = runLookup(ctx, lookups[i], netns[i], configs[lookups[i].Source.Name], label, budget)
 		}()
 	}
 	wg.Wait()
@@ -83,7 +86,7 @@ func executeLookups(ctx context.Context, l *lab.Lab, lookups []Lookup, label str
 // would: each name of the search path in turn until one exists, each asked up
 // to dnsAttempts times; then it compares the answer and makes the connection
 // that follows.
-func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientConfig, label string) Check {
+func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientConfig, label string, budget *icmpBudget) Check {
 	c := lk.planned(label)
 	names := conf.NameList(lk.Query)
 	var (
@@ -144,7 +147,7 @@ func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientCon
 		c.Observed += fmt.Sprintf(" [%d unanswered tries]", timeouts)
 	}
 	if c.Passed && lk.Connect != nil {
-		ok, seen := connectTo(ctx, *lk.Connect, netns, got)
+		ok, seen := connectTo(ctx, *lk.Connect, netns, got, budget)
 		c.Observed += "; then " + seen
 		c.Passed = ok
 	}
@@ -156,7 +159,7 @@ func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientCon
 // answer gave (its A record) and the port of f, and judges it as f's expectation
 // does: an answer from one of the backends that may answer, seeing an allowed
 // source address.
-func connectTo(ctx context.Context, f Flow, netns string, records []string) (bool, string) {
+func connectTo(ctx context.Context, f Flow, netns string, records []string, budget *icmpBudget) (bool, string) {
 	var addr netip.Addr
 	for _, r := range records {
 		if a, ok := strings.CutPrefix(r, "A "); ok {
@@ -167,8 +170,20 @@ func connectTo(ctx context.Context, f Flow, netns string, records []string) (boo
 		return false, "no address to connect to"
 	}
 	d := traffic.Dial{From: netns, Protocol: f.Protocol, To: netip.AddrPortFrom(addr, f.Target.Addr.Port()), Timeout: answerTimeout}
+	refused := f.Expected.Outcome == traffic.Refused
+	if refused {
+		budget.spend(f.Source.IP)
+	}
 	r, err := traffic.Request(d)
 	out := traffic.Classify(err)
+	// A refusal that timed out is tried again an icmp_ratelimit interval
+	// later, as a refusal check is.
+	for i := 1; i < refuseAttempts && out == traffic.Timeout && refused && ctx.Err() == nil; i++ {
+		time.Sleep(icmpInterval)
+		budget.spend(f.Source.IP)
+		r, err = traffic.Request(d)
+		out = traffic.Classify(err)
+	}
 	if out != traffic.Answered {
 		return out == f.Expected.Outcome, string(out)
 	}

@@ -1,9 +1,27 @@
 package verify
 
+import (
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
 // nftablesRules is kube-proxy's nftables mode: its dispatch is one table of
 // verdict maps instead of chains, and for every flow verify plans it does what
-// the iptables mode does, with one difference the kernel showed.
+// the iptables mode does, with the differences the kernel showed.
 type nftablesRules struct{ iptablesRules }
+
+// choose: a node's own connection to an external or load balancer IP of a
+// Service without endpoints is rejected, where the iptables mode lets it go
+// unanswered: kube-proxy's filter-output chain checks new connections against
+// its no-endpoint-services map, which holds those addresses too (the iptables
+// mode's KUBE-EXTERNAL-SERVICES is not jumped to from OUTPUT).
+func (n nftablesRules) choose(m *model, f flowAt) choice {
+	srcLocal := f.src.Kind == lab.KindNode && f.src.Node == f.d
+	if !f.c.HasAny && f.tgt.External != "" && srcLocal {
+		return choice{none: traffic.Refused, why: "no endpoints: the node's own packet to an " + f.tgt.External + " address is rejected in filter-output (no-endpoint-services holds it)"}
+	}
+	return n.iptablesRules.choose(m, f)
+}
 
 // hairpinMasqueraded: a pod reaching itself is masqueraded by the
 // hairpin-connections set, which holds the node's own endpoints only (1.37's

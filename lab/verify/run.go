@@ -197,6 +197,7 @@ func (f Flow) scheduler() string {
 // into a timeout, a real effect but not the one checked here, so refused flows run
 // one at a time, spending at most five errors a second on each client.
 type icmpBudget struct {
+	mu     sync.Mutex
 	tokens map[netip.Addr]float64
 	last   map[netip.Addr]time.Time
 }
@@ -210,8 +211,11 @@ func newICMPBudget() *icmpBudget {
 	return &icmpBudget{tokens: map[netip.Addr]float64{}, last: map[netip.Addr]time.Time{}}
 }
 
-// spend waits until client may be sent one more error, and takes it.
+// spend waits until client may be sent one more error, and takes it. Callers
+// may share a budget: each reserves its token under the lock and waits for it
+// outside.
 func (b *icmpBudget) spend(client netip.Addr) {
+	b.mu.Lock()
 	now := time.Now()
 	tokens, seen := b.tokens[client], !b.last[client].IsZero()
 	if !seen {
@@ -219,13 +223,14 @@ func (b *icmpBudget) spend(client netip.Addr) {
 	} else {
 		tokens = math.Min(icmpBurst, tokens+now.Sub(b.last[client]).Seconds()*icmpRate)
 	}
+	var wait time.Duration
 	if tokens < 1 {
-		wait := time.Duration((1 - tokens) / icmpRate * float64(time.Second))
-		time.Sleep(wait)
-		now = now.Add(wait)
+		wait = time.Duration((1 - tokens) / icmpRate * float64(time.Second))
 		tokens = 1
 	}
-	b.tokens[client], b.last[client] = tokens-1, now
+	b.tokens[client], b.last[client] = tokens-1, now.Add(wait)
+	b.mu.Unlock()
+	time.Sleep(wait)
 }
 
 // attemptsFor is how many new connections make sure, but for missRate, that each of
