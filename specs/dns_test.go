@@ -20,7 +20,6 @@ import (
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/traffic"
-	"github.com/svclab/svclab/lab/verify"
 )
 
 // The cluster DNS of seed 002's lab (httpd.yaml with a control plane): two real
@@ -95,7 +94,7 @@ var _ = Describe("The cluster DNS", Label("dns"), func() {
 				// Asked until answered (a loaded machine may miss the 1 s of one
 				// question): late does not exist yet.
 				Eventually(func() (int, error) {
-					resp, err := verify.Exchange(context.Background(), netnsOf(l, "busybox"), "UDP", server, name, dns.TypeA)
+					resp, err := traffic.Exchange(context.Background(), netnsOf(l, "busybox"), "UDP", server, name, dns.TypeA)
 					if err != nil {
 						return 0, err
 					}
@@ -177,7 +176,7 @@ var _ = Describe("The cluster DNS", Label("dns"), func() {
 				Eventually(deadReady).WithTimeout(time.Minute).WithPolling(100 * time.Millisecond).Should(BeFalse())
 
 				// Control: the stopped replica answers nothing itself.
-				_, err = verify.Exchange(context.Background(), netnsOf(l, "busybox"), "UDP", netip.AddrPortFrom(deadIP, 53), "service-httpd.default.svc.cluster.local.", dns.TypeA)
+				_, err = traffic.Exchange(context.Background(), netnsOf(l, "busybox"), "UDP", netip.AddrPortFrom(deadIP, 53), "service-httpd.default.svc.cluster.local.", dns.TypeA)
 				Expect(err).To(HaveOccurred(), "coredns-1 was stopped")
 				// Each lookup is a new socket, a new conntrack entry and a new
 				// choice of endpoint. A lookup gets a second try a second later,
@@ -215,7 +214,7 @@ func kubectl(l *lab.Lab, args ...string) string {
 // aRecords asks the cluster DNS for name's A records from the busybox pod over
 // protocol (UDP or TCP).
 func aRecords(l *lab.Lab, protocol string, server netip.AddrPort, name string) ([]string, error) {
-	resp, err := verify.Exchange(context.Background(), netnsOf(l, "busybox"), protocol, server, name, dns.TypeA)
+	resp, err := traffic.Exchange(context.Background(), netnsOf(l, "busybox"), protocol, server, name, dns.TypeA)
 	if err != nil {
 		return nil, err
 	}

@@ -82,11 +82,14 @@ var hostEtcFiles = []string{"/etc/protocols", "/etc/services", "/etc/ethertypes"
 // generatedEtc are small files written for the guest rather than copied, since
 // the host's versions describe the host (its users, its name service setup).
 var generatedEtc = map[string]string{
-	"etc/passwd":        "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-	"etc/group":         "root:x:0:\nnogroup:x:65534:\n",
-	"etc/hosts":         "127.0.0.1\tlocalhost svclab\n::1\tlocalhost ip6-localhost ip6-loopback\n",
-	"etc/hostname":      "svclab\n",
-	"etc/nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files\nnetworks: files\nprotocols: files\nservices: files\nethers: files\nrpc: files\n",
+	"etc/passwd":   "root:x:0:0:root:/root:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+	"etc/group":    "root:x:0:\nnogroup:x:65534:\n",
+	"etc/hosts":    "127.0.0.1\tlocalhost svclab\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+	"etc/hostname": "svclab\n",
+	// A machine has one, if empty: svclab exec binds a pod's resolv.conf over it
+	// (the guest has no name server of its own).
+	"etc/resolv.conf":   "# svclab's VM has no name server; a lab's pods get their own resolv.conf\n",
+	"etc/nsswitch.conf": "passwd: files\ngroup: files\nshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\nethers: files\nrpc: files\n",
 }
 
 // hostInputs are the host files a base image is made from.

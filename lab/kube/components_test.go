@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -22,6 +23,7 @@ import (
 	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/traffic"
 )
 
 const nodeManifest = `apiVersion: v1
@@ -134,8 +136,8 @@ func TestComponents(t *testing.T) {
 	}
 
 	t.Run("coredns", func(t *testing.T) {
-		dns := nstest.New(t, "runs CoreDNS")
-		dnsNS, dnsH := dns.Name, dns.Netlink
+		member := nstest.New(t, "runs CoreDNS")
+		dnsNS, dnsH := member.Name, member.Netlink
 		veth(t, c.apiH, "eth1", netip.MustParsePrefix("192.168.2.1/24"), dnsH, dnsNS, "eth0", netip.MustParsePrefix("192.168.2.53/24"))
 		eth, err := dnsH.LinkByName("eth0")
 		if err != nil {
@@ -158,27 +160,26 @@ func TestComponents(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("coredns: ready %s after exec, %s", ready.Round(time.Millisecond), memory(p))
-		r := Resolver(dnsNS, "192.168.2.53:53")
+		server := netip.MustParseAddrPort("192.168.2.53:53")
 		for name, want := range map[string]string{
 			"kubernetes.default.svc.cluster.local.": "10.96.0.1",
 			"web.default.svc.cluster.local.":        clusterIP,
 		} {
-			ips, err := r.LookupNetIP(ctx, "ip4", name)
-			if err != nil || len(ips) != 1 || ips[0].String() != want {
-				t.Errorf("%s: %v (%v), want %s", name, ips, err, want)
+			resp, err := traffic.Exchange(ctx, dnsNS, "UDP", server, name, dns.TypeA)
+			if err != nil || len(resp.Answer) != 1 || resp.Answer[0].(*dns.A).A.String() != want {
+				t.Errorf("%s: %v (%v), want %s", name, resp, err, want)
 			}
 		}
 		// Negative control: a Service that does not exist is NXDOMAIN.
-		_, err = r.LookupNetIP(ctx, "ip4", "nosuch.default.svc.cluster.local.")
-		var dnsErr *net.DNSError
-		if !errors.As(err, &dnsErr) || !dnsErr.IsNotFound {
-			t.Errorf("nosuch.default.svc.cluster.local: %v, want NXDOMAIN", err)
+		resp, err := traffic.Exchange(ctx, dnsNS, "UDP", server, "nosuch.default.svc.cluster.local.", dns.TypeA)
+		if err != nil || resp.Rcode != dns.RcodeNameError {
+			t.Errorf("nosuch.default.svc.cluster.local: %v (%v), want NXDOMAIN", resp, err)
 		}
 		// No forward plugin: a name outside the cluster is not resolved.
-		if ips, err := r.LookupNetIP(ctx, "ip4", "example.com."); err == nil {
-			t.Errorf("example.com resolved to %v with no upstream", ips)
+		if resp, err := traffic.Exchange(ctx, dnsNS, "UDP", server, "example.com.", dns.TypeA); err == nil && len(resp.Answer) > 0 {
+			t.Errorf("example.com resolved to %v with no upstream", resp.Answer)
 		} else {
-			t.Logf("example.com: %v", err)
+			t.Logf("example.com: %v (%v)", resp, err)
 		}
 		// DNS over UDP and TCP, ready, health, metrics.
 		checkConfined(t, p, dnsNS, 5)

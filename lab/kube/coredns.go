@@ -3,11 +3,13 @@ package kube
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/miekg/dns"
 
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -123,12 +125,15 @@ func WaitCoreDNS(ctx context.Context, p *Process, domain string) (time.Duration,
 	if _, err := waitOK(ctx, p, traffic.HTTPClient(p.Netns, time.Second), url, ""); err != nil {
 		return 0, err
 	}
-	r := Resolver(p.Netns, "127.0.0.1:53")
+	// Asked with svclab's own DNS client: Go's resolver would follow the
+	// host's nsswitch.conf, which need not consult DNS at all.
+	server := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 53)
 	name := "kubernetes.default.svc." + domain + "."
 	for {
-		qctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := r.LookupNetIP(qctx, "ip4", name)
-		cancel()
+		resp, err := traffic.Exchange(ctx, p.Netns, "UDP", server, name, dns.TypeA)
+		if err == nil && (resp.Rcode != dns.RcodeSuccess || len(resp.Answer) == 0) {
+			err = fmt.Errorf("answered %s with %d records", dns.RcodeToString[resp.Rcode], len(resp.Answer))
+		}
 		if err == nil {
 			return time.Since(p.Started), nil
 		}
@@ -140,20 +145,5 @@ func WaitCoreDNS(ctx context.Context, p *Process, domain string) (time.Duration,
 			return 0, fmt.Errorf("%s: %s not answered (%v): %w", p.Name, name, err, ctx.Err())
 		case <-time.After(pollInterval):
 		}
-	}
-}
-
-// Resolver is a Go resolver whose queries go to server ("ip:port") from inside
-// netns, over UDP or TCP as the resolver chooses. Lookups of names ending in a
-// dot go out as they are; others get the host's search list appended, so lab
-// checks use full names with the dot. (Its errors name the host's nameserver,
-// where it believes it sent the query.)
-func Resolver(netns, server string) *net.Resolver {
-	dial := traffic.Dialer(netns)
-	return &net.Resolver{
-		PreferGo: true,
-		Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return dial(ctx, network, server)
-		},
 	}
 }

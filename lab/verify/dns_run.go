@@ -100,7 +100,7 @@ func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientCon
 		resp, err = nil, nil
 		for try := 0; try < dnsAttempts && ctx.Err() == nil; try++ {
 			c.Attempts++
-			resp, err = Exchange(ctx, netns, lk.Protocol, lk.Server, name, dns.StringToType[lk.Type])
+			resp, err = traffic.Exchange(ctx, netns, lk.Protocol, lk.Server, name, dns.StringToType[lk.Type])
 			if traffic.Classify(err) != traffic.Timeout {
 				break
 			}
@@ -190,28 +190,4 @@ func connectTo(ctx context.Context, f Flow, netns string, records []string, budg
 	srcs, ok := f.Expected.Backends[r.Backend()]
 	seen := fmt.Sprintf("%s answered (src %s)", r.Backend(), r.Client.Addr())
 	return f.Expected.Outcome == traffic.Answered && ok && allowed(srcs, r.Client.Addr()), seen
-}
-
-// Exchange asks server one question for name (a full name, with its final dot)
-// from inside the network namespace netns, over protocol (UDP or TCP), on a
-// socket of its own, and returns the response. A question unanswered within
-// dnsTimeout is a timeout error (traffic.Classify says Timeout), as is a refused
-// one a refusal.
-func Exchange(ctx context.Context, netns, protocol string, server netip.AddrPort, name string, qtype uint16) (*dns.Msg, error) {
-	network := "udp4"
-	if strings.EqualFold(protocol, "TCP") {
-		network = "tcp4"
-	}
-	ctx, cancel := context.WithTimeout(ctx, dnsTimeout)
-	defer cancel()
-	conn, err := traffic.Dialer(netns)(ctx, network, server.String())
-	if err != nil {
-		return nil, err
-	}
-	defer conn.Close()
-	m := new(dns.Msg)
-	m.SetQuestion(name, qtype)
-	client := &dns.Client{Net: strings.TrimSuffix(network, "4"), Timeout: dnsTimeout}
-	resp, _, err := client.ExchangeWithConnContext(ctx, m, &dns.Conn{Conn: conn})
-	return resp, err
 }
