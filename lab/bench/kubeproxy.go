@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/netip"
 	"strings"
 	"time"
 
@@ -304,36 +303,6 @@ func (r *runner) kubeProxyRepeat(ctx context.Context, nd *node, api *apiWriter, 
 // errCapped is what a write of probeWhile returns when the kube-proxy it starts
 // was stopped at the cold-sync cap.
 var errCapped = errors.New("kube-proxy stopped at the cold-sync cap")
-
-// probeWhile runs write (given the time it starts at) while the prober polls
-// to, and returns the prober's result (perr when no connection succeeded
-// within Grace after write returned). err is write's own failure.
-func (r *runner) probeWhile(ctx context.Context, nd *node, to netip.AddrPort, write func(time.Time) error) (pr probeResult, perr, err error) {
-	pctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	type probed struct {
-		res probeResult
-		err error
-	}
-	probe := make(chan probed, 1)
-	start := time.Now()
-	go func() {
-		res, err := nd.prober.firstSuccess(pctx, to, start)
-		probe <- probed{res, err}
-	}()
-	if err := write(start); err != nil {
-		cancel()
-		<-probe
-		return pr, nil, err
-	}
-	grace := time.AfterFunc(r.c.Grace, cancel)
-	defer grace.Stop()
-	got := <-probe
-	if errors.Is(got.err, context.Canceled) && ctx.Err() == nil {
-		got.err = fmt.Errorf("%s: %w within %s after the write (an update taken by the API server, or kube-proxy started) (%d attempts)", to, errNeverAnswered, r.c.Grace, got.res.Attempts)
-	}
-	return got.res, got.err, nil
-}
 
 // kubeMetrics reads the node's kube-proxy's metrics, from inside the node.
 type kubeMetrics struct {

@@ -163,10 +163,10 @@ func (r *runner) mustNotAnswer(nd *node, to netip.AddrPort) error {
 	return nil
 }
 
-// measureUpdate syncs next while the prober polls to, and returns the sync's
-// duration and the prober's result (perr when no connection succeeded within
-// Grace after the sync returned). err is the sync's own failure.
-func (r *runner) measureUpdate(ctx context.Context, nd *node, p proxy.Proxier, next []proxy.ServicePort, to netip.AddrPort) (sync time.Duration, pr probeResult, perr, err error) {
+// probeWhile runs write (given the time it starts at) while the prober polls
+// to, and returns the prober's result (perr when no connection succeeded
+// within Grace after write returned). err is write's own failure.
+func (r *runner) probeWhile(ctx context.Context, nd *node, to netip.AddrPort, write func(time.Time) error) (pr probeResult, perr, err error) {
 	pctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type probed struct {
@@ -179,17 +179,28 @@ func (r *runner) measureUpdate(ctx context.Context, nd *node, p proxy.Proxier, n
 		res, err := nd.prober.firstSuccess(pctx, to, start)
 		probe <- probed{res, err}
 	}()
-	sync, err = timedSync(ctx, p, next)
-	if err != nil {
+	if err := write(start); err != nil {
 		cancel()
 		<-probe
-		return sync, pr, nil, err
+		return pr, nil, err
 	}
 	grace := time.AfterFunc(r.c.Grace, cancel)
 	defer grace.Stop()
 	got := <-probe
 	if errors.Is(got.err, context.Canceled) && ctx.Err() == nil {
-		got.err = fmt.Errorf("%s: %w within %s after the sync returned (%d attempts)", to, errNeverAnswered, r.c.Grace, got.res.Attempts)
+		got.err = fmt.Errorf("%s: %w within %s after the write (a sync, an update taken by the API server, or kube-proxy started) (%d attempts)", to, errNeverAnswered, r.c.Grace, got.res.Attempts)
 	}
-	return sync, got.res, got.err, nil
+	return got.res, got.err, nil
+}
+
+// measureUpdate syncs next while the prober polls to, and returns the sync's
+// duration and the prober's result (perr when no connection succeeded within
+// Grace after the sync returned). err is the sync's own failure.
+func (r *runner) measureUpdate(ctx context.Context, nd *node, p proxy.Proxier, next []proxy.ServicePort, to netip.AddrPort) (sync time.Duration, pr probeResult, perr, err error) {
+	pr, perr, err = r.probeWhile(ctx, nd, to, func(time.Time) error {
+		var err error
+		sync, err = timedSync(ctx, p, next)
+		return err
+	})
+	return sync, pr, perr, err
 }
