@@ -28,3 +28,27 @@ type Walk struct {
 // (KUBE-EXT-, KUBE-SVC-, KUBE-SEP- in iptables mode; external-, service-,
 // endpoint- in nftables mode), so a deeper walk is a loop.
 const MaxWalkDepth = 8
+
+// Forwarding is what the walk makes of a frontend's new connections: a DNAT's
+// backends, a drop or a rejection, and otherwise (no rule of the walk took the
+// packet) the verdict unmatched, which a filter rule outside the walk may set.
+func (w Walk) Forwarding(unmatched Verdict) Forwarding {
+	switch w.End {
+	case WalkDNAT:
+		return Forwarded(w.Backends, w.Affinity)
+	case WalkDrop:
+		return Forwarding{Verdict: Drop}
+	case WalkReject:
+		return Forwarding{Verdict: Reject}
+	default:
+		return Forwarding{Verdict: unmatched}
+	}
+}
+
+// RefusedOr is refused's verdict for f, or Untranslated when it has none.
+func RefusedOr(refused map[Frontend]Verdict, f Frontend) Verdict {
+	if v, ok := refused[f]; ok {
+		return v
+	}
+	return Untranslated
+}

@@ -121,19 +121,9 @@ func readSaved(natSave, filterSave []byte) (proxy.ServiceMap, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		switch o.End {
-		case proxy.WalkDNAT:
-			out[f] = proxy.Forwarded(o.Backends, o.Affinity).FirewalledBy(ranges)
-		case proxy.WalkDrop:
-			out[f] = proxy.Forwarding{Verdict: proxy.Drop}
-		case proxy.WalkReject:
-			out[f] = proxy.Forwarding{Verdict: proxy.Reject}
-		default:
-			if v, ok := refused[f]; ok {
-				out[f] = proxy.Forwarding{Verdict: v}
-			} else {
-				out[f] = proxy.Forwarding{Verdict: proxy.Untranslated}
-			}
+		out[f] = o.Forwarding(proxy.RefusedOr(refused, f))
+		if o.End == proxy.WalkDNAT {
+			out[f] = out[f].FirewalledBy(ranges)
 		}
 	}
 	for f, v := range refused {

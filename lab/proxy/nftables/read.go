@@ -94,20 +94,7 @@ func readJSON(listing []byte) (proxy.ServiceMap, error) {
 		return nil, err
 	}
 	err = rs.eachVerdict([]string{mapServiceIPs, mapServiceNodePorts}, func(f proxy.Frontend, o proxy.Walk) {
-		switch o.End {
-		case proxy.WalkDNAT:
-			out[f] = proxy.Forwarded(o.Backends, o.Affinity)
-		case proxy.WalkDrop:
-			out[f] = proxy.Forwarding{Verdict: proxy.Drop}
-		case proxy.WalkReject:
-			out[f] = proxy.Forwarding{Verdict: proxy.Reject}
-		default:
-			if v, ok := refused[f]; ok {
-				out[f] = proxy.Forwarding{Verdict: v}
-			} else {
-				out[f] = proxy.Forwarding{Verdict: proxy.Untranslated}
-			}
-		}
+		out[f] = o.Forwarding(proxy.RefusedOr(refused, f))
 	})
 	if err != nil {
 		return nil, err
