@@ -1,12 +1,9 @@
 package bench_test
 
 import (
-	"context"
-	"strings"
 	"testing"
 
 	"github.com/svclab/svclab/lab/bench"
-	"github.com/svclab/svclab/lab/bench/report"
 	_ "github.com/svclab/svclab/lab/proxy/nftables" // registers mode "nftables"
 )
 
@@ -22,20 +19,7 @@ func TestKubeProxyRun(t *testing.T) {
 	c.Services = []int{20}
 	c.Methods, c.Backends = []string{"partial"}, []string{"nft"}
 	c.KubeProxyModes = []string{"nftables", "iptables"}
-	var log strings.Builder
-	c.Log = &log
-	rep, err := bench.Run(context.Background(), c)
-	defer leftovers(t, c.Name)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	dir := t.TempDir()
-	if err := report.Write(dir, rep); err != nil {
-		t.Fatal(err)
-	}
-	if err := report.CheckOutput(dir); err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
+	rep, _, _ := runChecked(t, c)
 	for _, s := range []bench.Subject{
 		{Mode: "nftables", Method: bench.KubeProxyMethod},
 		{Mode: "iptables", Method: bench.KubeProxyMethod, Backend: "nft"},

@@ -57,20 +57,7 @@ func get(rows []bench.Row, s bench.Subject, n, e int, metric string) []float64 {
 // shape. Timings are never checked.
 func TestQuickRun(t *testing.T) {
 	c := rootConfig(t)
-	var log strings.Builder
-	c.Log = &log
-	rep, err := bench.Run(context.Background(), c)
-	defer leftovers(t, c.Name)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
-	dir := t.TempDir()
-	if err := report.Write(dir, rep); err != nil {
-		t.Fatal(err)
-	}
-	if err := report.CheckOutput(dir); err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
-	}
+	rep, log, dir := runChecked(t, c)
 	for _, want := range []string{"[1/4] iptables/nft N=20 E=2", "[2/4] iptables/legacy N=20 E=2", "iptables/nft N=200 E=2 done in", "iptables/legacy N=200 E=2 done in", "[4/4]", "done in"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("progress lacks %q:\n%s", want, log.String())
@@ -162,4 +149,26 @@ func TestConfigFromTheRegistry(t *testing.T) {
 	if err != nil || !slices.Equal(subjects, []bench.Subject{{Mode: "iptables", Method: "partial", Backend: "nft"}}) {
 		t.Errorf("subjects with nothing listed: %v, %v", subjects, err)
 	}
+}
+
+// runChecked runs c, writes its report and checks the output's shape, and
+// returns the report, the run's log and the output directory; leftovers are
+// checked at the test's end.
+func runChecked(t *testing.T, c bench.Config) (*bench.Report, *strings.Builder, string) {
+	t.Helper()
+	var log strings.Builder
+	c.Log = &log
+	rep, err := bench.Run(context.Background(), c)
+	t.Cleanup(func() { leftovers(t, c.Name) })
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	dir := t.TempDir()
+	if err := report.Write(dir, rep); err != nil {
+		t.Fatal(err)
+	}
+	if err := report.CheckOutput(dir); err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	return rep, &log, dir
 }
