@@ -2,7 +2,7 @@
 # Installs what svclab needs on a Debian 12 machine, as root. Safe to run again: it
 # installs only what is missing. Go itself is expected on PATH (/usr/local/go/bin);
 # --no-go skips that check (scripts/provision.sh looks for Go itself). --no-vm
-# leaves out what only svclab's own VM needs (qemu, busybox, cpio, xz): a machine
+# leaves out what only svclab's own VM needs (qemu, cpio, xz): a machine
 # whose kernel loads IPVS never starts that VM.
 set -euo pipefail
 need_go=true
@@ -34,11 +34,11 @@ declare -A pkg_of=(
   [curl]=curl
   [update-ca-certificates]=ca-certificates   # https for curl and Go's module downloads
   [depmod]=kmod                  # modprobe, and depmod for the VM's modules
+  [busybox]=busybox-static       # the guest's tools, and the DNS specs' wget in a pod (seed 002)
 )
 if $need_vm; then
   pkg_of+=(
     [qemu-system-x86_64]=qemu-system-x86
-    [busybox]=busybox-static
     [cpio]=cpio
     [xz]=xz-utils                # unpacks the VM kernel once, so it boots ~4 s faster
   )
