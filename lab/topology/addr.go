@@ -35,7 +35,7 @@ func parsePrefixV4(s string) (netip.Prefix, string) {
 	if msg := special(p.Addr()); msg != "" {
 		return netip.Prefix{}, fmt.Sprintf("%s is %s", s, msg)
 	}
-	if last := lastAddr(p); special(last) != "" {
+	if last := LastAddr(p); special(last) != "" {
 		return netip.Prefix{}, fmt.Sprintf("%s reaches %s, which is %s", s, last, special(last))
 	}
 	if p.Bits() > 30 {
@@ -61,8 +61,8 @@ func special(a netip.Addr) string {
 	return ""
 }
 
-// lastAddr is the broadcast address of an IPv4 prefix.
-func lastAddr(p netip.Prefix) netip.Addr {
+// LastAddr is the broadcast address of an IPv4 prefix.
+func LastAddr(p netip.Prefix) netip.Addr {
 	a := p.Masked().Addr().As4()
 	bits := p.Bits()
 	for i := range 4 {
@@ -81,15 +81,15 @@ func reservedIn(a netip.Addr, p netip.Prefix) string {
 	switch a {
 	case p.Masked().Addr():
 		return "the network address"
-	case lastAddr(p):
+	case LastAddr(p):
 		return "the broadcast address"
 	}
 	return ""
 }
 
-// coveringPrefix is the smallest prefix, at most maxBits long, that holds every
+// CoveringPrefix is the smallest prefix, at most maxBits long, that holds every
 // address.
-func coveringPrefix(addrs []netip.Addr, maxBits int) netip.Prefix {
+func CoveringPrefix(addrs []netip.Addr, maxBits int) netip.Prefix {
 	if len(addrs) == 0 {
 		return netip.Prefix{}
 	}

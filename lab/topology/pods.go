@@ -81,7 +81,7 @@ func (r *resolver) nextFree(p netip.Prefix, start netip.Addr) (netip.Addr, bool)
 	if c, ok := r.cursors[p]; ok && start.Less(c) {
 		start = c
 	}
-	last := lastAddr(p)
+	last := LastAddr(p)
 	for a := start; a.IsValid() && a.Less(last); a = a.Next() {
 		if _, taken := r.addrs[a]; !taken {
 			r.cursors[p] = a

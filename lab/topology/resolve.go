@@ -298,7 +298,7 @@ func (r *resolver) nodeNetwork(given string) {
 		// Left to us: the smallest network, at most a /24, that holds every
 		// node and client address.
 		name, where = "the derived node network", "nodes"
-		net = coveringPrefix(addrs, 24)
+		net = CoveringPrefix(addrs, 24)
 		if !net.IsValid() {
 			return
 		}
