@@ -1,0 +1,80 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/svclab/svclab/lab/importer"
+)
+
+func newImportCommand() *cobra.Command {
+	var (
+		out        string
+		o          importer.Options
+		selector   string
+		namespaces []string
+	)
+	cmd := &cobra.Command{
+		Use:   "import FILE|DIR... [-o OUT]",
+		Short: "Write a topology file from a real cluster's Nodes, Services and EndpointSlices",
+		Long: `Read what ` + "`kubectl get nodes,services,endpointslices -A -o yaml`" + ` (or -o json) prints,
+from files or directories of them, and optionally kube-proxy's ConfigMap
+(` + "`kubectl -n kube-system get cm kube-proxy -o yaml`" + `), and write a topology file svclab runs
+as is: the nodes with their InternalIPs and podCIDRs, every Service as the cluster holds
+it (selectorless), its EndpointSlices with their endpoints' conditions as they were, a
+pod at each endpoint's address on its node, and an outside client. What the file cannot
+hold is listed in its header and on stderr, with what was done instead.`,
+		Example: `  kubectl get nodes,services,endpointslices -A -o yaml > cluster.yaml
+  kubectl -n kube-system get cm kube-proxy -o yaml > kube-proxy.yaml
+  svclab import cluster.yaml kube-proxy.yaml -o lab.yaml --namespace default --nodes 3`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if selector != "" {
+				sel, err := labels.Parse(selector)
+				if err != nil {
+					return usage(fmt.Errorf("-l %q: %w", selector, err))
+				}
+				o.Selector = sel
+			}
+			if o.Nodes < 0 {
+				return usage(fmt.Errorf("--nodes %d: want a count of nodes to keep", o.Nodes))
+			}
+			o.Namespaces = namespaces
+			data, res, err := importer.Import(args, o)
+			var ie *importer.InputError
+			if errors.As(err, &ie) {
+				return usage(err)
+			}
+			if err != nil {
+				return err
+			}
+			for _, c := range res.Cut {
+				fmt.Fprintln(cmd.ErrOrStderr(), "svclab import: cut:", c)
+			}
+			for _, n := range res.Notes {
+				fmt.Fprintln(cmd.ErrOrStderr(), "svclab import:", n)
+			}
+			if out == "" || out == "-" {
+				_, err = cmd.OutOrStdout().Write(data)
+				return err
+			}
+			if err := os.WriteFile(out, data, 0o644); err != nil {
+				return usage(err)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "svclab import: wrote %s: %d nodes, %d Services, %d EndpointSlices, %d pods\n",
+				out, len(res.File.Nodes), len(res.File.Services), len(res.File.EndpointSlices), len(res.File.Pods))
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVarP(&out, "output", "o", "", "write the topology here (default: stdout)")
+	fl.StringSliceVarP(&namespaces, "namespace", "n", nil, "keep only the Services of these namespaces")
+	fl.StringVarP(&selector, "selector", "l", "", "keep only the Services whose labels match this selector")
+	fl.IntVar(&o.Nodes, "nodes", 0, "keep at most this many nodes: those with the most endpoints of the kept Services, ties by name")
+	fl.StringVar(&o.Name, "name", "", "the lab's name (default: imported)")
+	return cmd
+}

@@ -1,0 +1,120 @@
+package importer
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svclab/svclab/lab/topology"
+)
+
+// kubeProxy takes from kube-proxy's configuration what the file holds (the
+// cluster CIDR) and lists the rest that changes rules.
+func (b *builder) kubeProxy(d *Dump) {
+	if d.KubeProxy == nil {
+		return
+	}
+	c := d.KubeProxy.Obj
+	for _, r := range strings.Split(c.ClusterCIDR, ",") {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(r)); err == nil && p.Addr().Is4() {
+			b.res.File.ClusterCIDR = p.Masked().String()
+			break
+		}
+	}
+	if d.KubeProxyUnknown != "" {
+		b.notef("kube-proxy's configuration (%s) has fields svclab's kube-proxy configuration does not (%s): read past them", d.KubeProxy.Where, d.KubeProxyUnknown)
+	}
+	if c.Mode != "" {
+		b.notef("kube-proxy mode %s (%s): a file holds no mode; run svclab with --mode %s", c.Mode, d.KubeProxy.Where, c.Mode)
+	}
+	var set []string
+	if c.IPTables.MasqueradeAll {
+		set = append(set, "iptables.masqueradeAll: true")
+	}
+	if len(c.NodePortAddresses) > 0 {
+		set = append(set, "nodePortAddresses: "+strings.Join(c.NodePortAddresses, ","))
+	}
+	if c.IPVS.Scheduler != "" {
+		set = append(set, "ipvs.scheduler: "+c.IPVS.Scheduler)
+	}
+	if c.IPVS.StrictARP {
+		set = append(set, "ipvs.strictARP: true")
+	}
+	if c.IPTables.LocalhostNodePorts != nil && !*c.IPTables.LocalhostNodePorts {
+		set = append(set, "iptables.localhostNodePorts: false")
+	}
+	if c.DetectLocalMode != "" && c.DetectLocalMode != "ClusterCIDR" {
+		set = append(set, "detectLocalMode: "+string(c.DetectLocalMode))
+	}
+	if len(c.FeatureGates) > 0 {
+		set = append(set, fmt.Sprintf("featureGates: %v", c.FeatureGates))
+	}
+	if len(set) > 0 {
+		b.notef("kube-proxy's configuration sets %s, which a file cannot hold: give them to `svclab up --proxy kube-proxy --kube-proxy-config FILE`", strings.Join(set, "; "))
+	}
+}
+
+// cidrs fills clusterCIDR and serviceCIDR, which a dump of Nodes and Services
+// does not state, from what it holds.
+func (b *builder) cidrs() {
+	f := &b.res.File
+	if f.ClusterCIDR == "" {
+		var podCIDRs []netip.Addr
+		for _, n := range f.Nodes {
+			if p, err := netip.ParsePrefix(n.PodCIDR); err == nil {
+				podCIDRs = append(podCIDRs, p.Addr(), topology.LastAddr(p))
+			}
+		}
+		p := topology.CoveringPrefix(podCIDRs, 16)
+		if !p.IsValid() {
+			p = netip.MustParsePrefix("10.244.0.0/16")
+		}
+		f.ClusterCIDR = p.String()
+		b.notef("clusterCIDR %s: inferred from the nodes' podCIDRs (give kube-proxy's ConfigMap to take its clusterCIDR)", f.ClusterCIDR)
+	}
+	var ips []netip.Addr
+	for _, s := range f.Services {
+		if s.Spec.Type == corev1.ServiceTypeExternalName || s.Spec.ClusterIP == corev1.ClusterIPNone || s.Spec.ClusterIP == "" {
+			continue
+		}
+		ips = append(ips, netip.MustParseAddr(s.Spec.ClusterIP))
+	}
+	// kubeadm's default range, unless the ClusterIPs say otherwise; the
+	// range's first host is the kubernetes Service's, which the lab keeps free.
+	p := netip.MustParsePrefix("10.96.0.0/12")
+	if !serviceRangeFits(p, ips) {
+		p = topology.CoveringPrefix(ips, 24)
+		for p.Bits() > 1 && !serviceRangeFits(p, ips) {
+			p = netip.PrefixFrom(p.Addr(), p.Bits()-1).Masked()
+		}
+	}
+	f.ServiceCIDR = p.String()
+	b.notef("serviceCIDR %s: inferred from the ClusterIPs (a dump does not state the API server's --service-cluster-ip-range)", f.ServiceCIDR)
+}
+
+func serviceRangeFits(p netip.Prefix, ips []netip.Addr) bool {
+	for _, ip := range ips {
+		if !p.Contains(ip) || ip == p.Addr() || ip == p.Addr().Next() || ip == topology.LastAddr(p) {
+			return false
+		}
+	}
+	return true
+}
+
+// client adds the outside client on the node network, at its highest free
+// address.
+func (b *builder) client() {
+	var addrs []netip.Addr
+	for _, n := range b.res.File.Nodes {
+		addrs = append(addrs, netip.MustParseAddr(n.IP))
+	}
+	net := topology.CoveringPrefix(addrs, 24)
+	for a := topology.LastAddr(net).Prev(); net.Contains(a) && a != net.Addr(); a = a.Prev() {
+		if _, taken := b.byIP[a]; !taken {
+			b.res.File.Clients = []topology.ClientSpec{{Name: ClientName, IP: a.String()}}
+			return
+		}
+	}
+}
