@@ -146,7 +146,7 @@ func Snapshot(l *lab.Lab, node string) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("lab %s node %s: %s: %w", l.ID, node, strings.Join(argv, " "), err)
 		}
-		fmt.Fprintf(&b, "### %s\n%s", strings.Join(argv, " "), normalize(argv, string(out)))
+		fmt.Fprintf(&b, "### %s\n%s", strings.Join(argv, " "), Normalize(argv, string(out)))
 	}
 	return b.String(), nil
 }

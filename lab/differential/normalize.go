@@ -18,13 +18,13 @@ var dispatchChains = map[string]bool{
 	"KUBE-PROXY-FIREWALL":    true,
 }
 
-// normalize rewrites the output of one of a mode's rule commands (proxy.Mode.Rules)
+// Normalize rewrites the output of one of a mode's rule commands (proxy.Mode.Rules)
 // into a form in which two nodes holding the same rules print the same text:
 // nothing that depends on when or in which order the rules were written
 // (comments with dates, packet counters, the kernel's order of chains, sets and
 // virtual servers, the order of Services in dispatch chains). argv[0] says which
 // program printed out.
-func normalize(argv []string, out string) string {
+func Normalize(argv []string, out string) string {
 	switch prog := argv[0]; {
 	case strings.HasSuffix(prog, "-save") && strings.Contains(prog, "iptables"):
 		return normalizeIPTablesSave(out)

@@ -34,12 +34,12 @@ func TestNormalizeIPTablesSave(t *testing.T) {
 	lines[7], lines[10] = lines[10], lines[7]
 	lines[3], lines[5] = lines[5], lines[3]
 	reordered = strings.Join(lines, "\n")
-	if a, b := normalize(argv, save), normalize(argv, reordered); a != b {
+	if a, b := Normalize(argv, save), Normalize(argv, reordered); a != b {
 		t.Errorf("same rules, other order and counters, normalized differently:\n%s\nand\n%s", a, b)
 	}
 	// iptables-legacy-save prints tables in the order the kernel registered them.
 	mangle := "*mangle\n:PREROUTING ACCEPT [0:0]\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n"
-	if a, b := normalize(argv, mangle+save), normalize(argv, save+mangle); a != b {
+	if a, b := Normalize(argv, mangle+save), Normalize(argv, save+mangle); a != b {
 		t.Errorf("the same tables in another order normalized differently:\n%s\nand\n%s", a, b)
 	}
 	for name, changed := range map[string]string{
@@ -53,7 +53,7 @@ func TestNormalizeIPTablesSave(t *testing.T) {
 		if changed == save {
 			t.Fatalf("%s: the test changed nothing", name)
 		}
-		if normalize(argv, save) == normalize(argv, changed) {
+		if Normalize(argv, save) == Normalize(argv, changed) {
 			t.Errorf("a changed %s normalizes to the same text", name)
 		}
 	}
@@ -82,22 +82,22 @@ TCP  10.96.0.10:80 rr
   -> 10.244.1.10:8080             Masq    1      0          5
   -> 10.244.2.10:8080             Masq    1      0          0
 `
-	if a, b := normalize(argv, ipvsadm), normalize(argv, reordered); a != b {
+	if a, b := Normalize(argv, ipvsadm), Normalize(argv, reordered); a != b {
 		t.Errorf("same servers normalized differently:\n%s\nand\n%s", a, b)
 	}
-	if normalize(argv, ipvsadm) == normalize(argv, strings.Replace(ipvsadm, "Masq    1      3", "Masq    0      3", 1)) {
+	if Normalize(argv, ipvsadm) == Normalize(argv, strings.Replace(ipvsadm, "Masq    1      3", "Masq    0      3", 1)) {
 		t.Error("a real server at weight 0 normalizes like one at weight 1")
 	}
-	if normalize(argv, ipvsadm) == normalize(argv, strings.Replace(ipvsadm, "10.244.1.10:8080", "10.244.1.11:8080", 1)) {
+	if Normalize(argv, ipvsadm) == Normalize(argv, strings.Replace(ipvsadm, "10.244.1.10:8080", "10.244.1.11:8080", 1)) {
 		t.Error("another real server normalizes like the first")
 	}
 
 	sets := "create KUBE-CLUSTER-IP hash:ip,port family inet\nadd KUBE-CLUSTER-IP 10.96.0.10,tcp:80\nadd KUBE-CLUSTER-IP 10.96.0.1,tcp:443\ncreate KUBE-LOOP-BACK hash:ip,port,ip family inet\n"
 	swapped := "create KUBE-LOOP-BACK hash:ip,port,ip family inet\ncreate KUBE-CLUSTER-IP hash:ip,port family inet\nadd KUBE-CLUSTER-IP 10.96.0.1,tcp:443\nadd KUBE-CLUSTER-IP 10.96.0.10,tcp:80\n"
-	if a, b := normalize([]string{"ipset", "save"}, sets), normalize([]string{"ipset", "save"}, swapped); a != b {
+	if a, b := Normalize([]string{"ipset", "save"}, sets), Normalize([]string{"ipset", "save"}, swapped); a != b {
 		t.Errorf("same sets normalized differently:\n%s\nand\n%s", a, b)
 	}
-	if normalize([]string{"ipset", "save"}, sets) == normalize([]string{"ipset", "save"}, strings.Replace(sets, "tcp:80", "udp:80", 1)) {
+	if Normalize([]string{"ipset", "save"}, sets) == Normalize([]string{"ipset", "save"}, strings.Replace(sets, "tcp:80", "udp:80", 1)) {
 		t.Error("a changed set member normalizes like the original")
 	}
 }
