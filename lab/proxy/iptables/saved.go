@@ -70,7 +70,7 @@ func parseSave(out []byte) (savedTable, error) {
 
 // parseRule reads one "-A CHAIN ..." line.
 func parseRule(line string) (*savedRule, error) {
-	words, err := splitWords(line)
+	words, err := SplitWords(line)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", err, line)
 	}
@@ -133,11 +133,11 @@ func parseRule(line string) (*savedRule, error) {
 	return r, nil
 }
 
-// splitWords splits an iptables-save line into words: a word in double quotes
+// SplitWords splits an iptables-save line into words: a word in double quotes
 // (iptables-save quotes comments with spaces) may hold spaces and
 // backslash-escaped characters. Words are slices of line, not copies: a save of
 // thousands of Services has hundreds of thousands of words.
-func splitWords(line string) ([]string, error) {
+func SplitWords(line string) ([]string, error) {
 	words := make([]string, 0, 24)
 	for i := 0; i < len(line); {
 		switch line[i] {
