@@ -49,7 +49,7 @@ the built-in web.yaml is used.`,
 		SilenceErrors: true,
 	}
 	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
-		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand())
+		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand(), newCompareCommand())
 	err := root.Execute()
 	if err == nil {
 		return

@@ -11,6 +11,7 @@ import (
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/topology"
 )
 
 func newRulesCommand() *cobra.Command {
@@ -40,28 +41,15 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 			if err != nil {
 				return usage(err)
 			}
-			mode, _ := proxy.Lookup(o.Mode)
-			if err := mode.HasProxier(); err != nil {
-				return usage(fmt.Errorf("%w, so svclab cannot print its rules", err))
-			}
-			if mode.Render == nil {
-				return usage(fmt.Errorf("mode %s: svclab cannot render its rules without running it", mode.Name))
-			}
-			config, err := lab.ConfigOf(t, o)
-			if err != nil {
-				return usage(err)
-			}
-			state := proxy.NewState(t.Services, t.EndpointSlices(), nil)
 			found := false
 			for _, n := range t.Nodes {
 				if node != "" && n.Name != node {
 					continue
 				}
 				found = true
-				target := proxy.Target{Node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, Config: config}
-				text, err := mode.Render(target, state)
+				text, err := renderNode(t, o, n.Name)
 				if err != nil {
-					return usage(fmt.Errorf("node %s: %w", n.Name, err))
+					return err
 				}
 				if node == "" {
 					fmt.Fprintf(out, "# node %s (%s)\n", n.Name, n.IP)
@@ -113,4 +101,33 @@ func installedRules(out io.Writer, id, node string) error {
 		return usage(fmt.Errorf("lab %s has no node %q", r.ID, node))
 	}
 	return nil
+}
+
+// renderNode is what o's mode would install on node for t's state, as
+// `svclab rules` prints it.
+func renderNode(t *topology.Topology, o lab.Options, node string) (string, error) {
+	mode, err := proxy.Lookup(o.Mode)
+	if err != nil {
+		return "", usage(err)
+	}
+	if err := mode.HasProxier(); err != nil {
+		return "", usage(fmt.Errorf("%w, so svclab cannot print its rules", err))
+	}
+	if mode.Render == nil {
+		return "", usage(fmt.Errorf("mode %s: svclab cannot render its rules without running it", mode.Name))
+	}
+	config, err := lab.ConfigOf(t, o)
+	if err != nil {
+		return "", usage(err)
+	}
+	n, ok := t.Node(node)
+	if !ok {
+		return "", usage(fmt.Errorf("%s: no node %q", t.Source, node))
+	}
+	state := proxy.NewState(t.Services, t.EndpointSlices(), nil)
+	text, err := mode.Render(proxy.Target{Node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, Config: config}, state)
+	if err != nil {
+		return "", usage(fmt.Errorf("node %s: %w", n.Name, err))
+	}
+	return text, nil
 }

@@ -1,0 +1,204 @@
+package compare
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/svclab/svclab/lab/proxy/iptables"
+)
+
+// canonicalRule writes one "-A CHAIN ..." rule so that iptables-restore input
+// (as svclab renders kube-proxy's rules) and iptables-save output (as a node
+// prints them) of the same rule are the same text: iptables-save reorders a
+// rule's options, adds /32 and the implicit -m tcp, prints marks as
+// --set-xmark and defaults (REJECT's icmp-port-unreachable, recent's --mask
+// and --rsource), and quotes comments its own way. Matches keep no order
+// (kube-proxy's matches are independent); each match's options keep theirs.
+func canonicalRule(line string) (chain, rule string, err error) {
+	toks, err := iptables.SplitWords(line)
+	if err != nil {
+		return "", "", err
+	}
+	chain = toks[1]
+	var base, target []string
+	modules := map[string][]string{}
+	var order []string
+	module := func(name string) {
+		if _, ok := modules[name]; !ok {
+			modules[name] = nil
+			order = append(order, name)
+		}
+	}
+	cur := "" // the module options go to; "" before any
+	proto := ""
+	neg := false
+	for i := 2; i < len(toks); i++ {
+		t := toks[i]
+		if t == "!" {
+			neg = true
+			continue
+		}
+		not := ""
+		if neg {
+			not = "! "
+			neg = false
+		}
+		arg := func() string {
+			if i+1 < len(toks) {
+				i++
+				return toks[i]
+			}
+			return ""
+		}
+		switch t {
+		case "-s", "--src", "--source":
+			base = append(base, not+"-s "+cidr(arg()))
+		case "-d", "--dst", "--destination":
+			base = append(base, not+"-d "+cidr(arg()))
+		case "-p", "--protocol":
+			proto = strings.ToLower(arg())
+			base = append(base, not+"-p "+proto)
+			cur = "" // options that follow belong to the protocol's match
+		case "-i", "--in-interface":
+			base = append(base, not+"-i "+arg())
+		case "-o", "--out-interface":
+			base = append(base, not+"-o "+arg())
+		case "-m", "--match":
+			cur = arg()
+			module(cur)
+		case "-j", "--jump", "-g", "--goto":
+			target = append(target, "-j "+arg())
+			cur = "-j"
+		default:
+			if !strings.HasPrefix(t, "--") {
+				// A value of the option before it.
+				if cur == "-j" {
+					target = append(target, t)
+				} else {
+					modules[cur] = append(modules[cur], t)
+				}
+				continue
+			}
+			if cur == "" || cur == "-j" && len(target) == 0 {
+				// An option of the protocol's implicit match (-p tcp --dport 80).
+				cur = proto
+				module(cur)
+			}
+			if cur == "-j" {
+				target = append(target, not+t)
+			} else {
+				modules[cur] = append(modules[cur], not+t)
+			}
+		}
+	}
+	parts := slices.Clone(base)
+	slices.Sort(parts)
+	var ms []string
+	for _, m := range order {
+		ms = append(ms, strings.TrimSpace("-m "+m+" "+strings.Join(canonicalOptions(m, modules[m]), " ")))
+	}
+	slices.Sort(ms)
+	parts = append(parts, ms...)
+	parts = append(parts, strings.Join(canonicalTarget(target), " "))
+	return chain, "-A " + chain + " " + strings.Join(parts, " "), nil
+}
+
+func cidr(s string) string {
+	if p, err := netip.ParsePrefix(s); err == nil {
+		return p.String()
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return netip.PrefixFrom(a, a.BitLen()).String()
+	}
+	return s
+}
+
+// canonicalOptions are one match's options as iptables-save prints them, with
+// its defaults left out.
+func canonicalOptions(module string, opts []string) []string {
+	var out []string
+	for i := 0; i < len(opts); i++ {
+		o := opts[i]
+		next := func() string {
+			if i+1 < len(opts) {
+				i++
+				return opts[i]
+			}
+			return ""
+		}
+		switch {
+		case o == "--comment":
+			out = append(out, o, strconv.Quote(next()))
+		case o == "--probability":
+			p, err := strconv.ParseFloat(next(), 64)
+			if err != nil {
+				out = append(out, o, opts[i])
+				continue
+			}
+			// The kernel keeps 31 bits of it; iptables prints 11 decimals,
+			// kube-proxy's input has 10 (older releases more).
+			out = append(out, o, strconv.FormatFloat(p, 'f', 5, 64))
+		case o == "--mark" || o == "! --mark":
+			out = append(out, o, hexPair(next(), "0xffffffff"))
+		case module == "recent" && o == "--mask" && i+1 < len(opts) && opts[i+1] == "255.255.255.255":
+			i++
+		case module == "recent" && o == "--rsource":
+		case o == "--destination-port":
+			out = append(out, "--dport")
+		case o == "--source-port":
+			out = append(out, "--sport")
+		default:
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func canonicalTarget(t []string) []string {
+	if len(t) == 0 {
+		return nil
+	}
+	switch t[0] {
+	case "-j MARK":
+		if len(t) == 3 {
+			v := hexNum(t[2])
+			switch t[1] {
+			case "--or-mark":
+				return []string{t[0], "--set-xmark", v + "/" + v}
+			case "--xor-mark":
+				return []string{t[0], "--set-xmark", v + "/0x0"}
+			case "--and-mark":
+				n, _ := strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 32)
+				return []string{t[0], "--set-xmark", "0x0/" + fmt.Sprintf("%#x", ^uint32(n))}
+			case "--set-mark", "--set-xmark":
+				return []string{t[0], "--set-xmark", hexPair(t[2], "0xffffffff")}
+			}
+		}
+	case "-j REJECT":
+		if len(t) == 3 && t[1] == "--reject-with" && t[2] == "icmp-port-unreachable" {
+			return t[:1]
+		}
+	}
+	return t
+}
+
+// hexPair is "value/mask" with both in iptables-save's hex, the mask def when
+// not given.
+func hexPair(s, def string) string {
+	v, m, ok := strings.Cut(s, "/")
+	if !ok {
+		m = def
+	}
+	return hexNum(v) + "/" + hexNum(m)
+}
+
+func hexNum(s string) string {
+	n, err := strconv.ParseUint(s, 0, 32)
+	if err != nil {
+		return s
+	}
+	return fmt.Sprintf("%#x", n)
+}
