@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/svclab/svclab/lab/importer"
+	"github.com/svclab/svclab/lab/topology"
 )
 
 func newImportCommand() *cobra.Command {
@@ -17,6 +19,8 @@ func newImportCommand() *cobra.Command {
 		o          importer.Options
 		selector   string
 		namespaces []string
+		clients    []string
+		routes     []string
 	)
 	cmd := &cobra.Command{
 		Use:   "import FILE|DIR... [-o OUT]",
@@ -44,6 +48,20 @@ hold is listed in its header and on stderr, with what was done instead.`,
 				return usage(fmt.Errorf("--nodes %d: want a count of nodes to keep", o.Nodes))
 			}
 			o.Namespaces = namespaces
+			for _, c := range clients {
+				name, ip, ok := strings.Cut(c, "=")
+				if !ok {
+					return usage(fmt.Errorf("--client %q: want NAME=IP", c))
+				}
+				o.Clients = append(o.Clients, topology.ClientSpec{Name: name, IP: ip})
+			}
+			for _, r := range routes {
+				ip, nodes, ok := strings.Cut(r, "=")
+				if !ok || nodes == "" {
+					return usage(fmt.Errorf("--route %q: want IP=NODE[,NODE...]", r))
+				}
+				o.ExternalIPRoutes = append(o.ExternalIPRoutes, topology.ExternalIPRouteSpec{IP: ip, Nodes: strings.Split(nodes, ",")})
+			}
 			data, res, err := importer.Import(args, o)
 			var ie *importer.InputError
 			if errors.As(err, &ie) {
@@ -76,5 +94,7 @@ hold is listed in its header and on stderr, with what was done instead.`,
 	fl.StringVarP(&selector, "selector", "l", "", "keep only the Services whose labels match this selector")
 	fl.IntVar(&o.Nodes, "nodes", 0, "keep at most this many nodes: those with the most endpoints of the kept Services, ties by name")
 	fl.StringVar(&o.Name, "name", "", "the lab's name (default: imported)")
+	fl.StringArrayVar(&clients, "client", nil, "NAME=IP: a machine outside the cluster, on the node network (repeatable; default: outside at the highest free address)")
+	fl.StringArrayVar(&routes, "route", nil, "IP=NODE[,NODE...]: the nodes outside traffic to an external IP reaches (repeatable; default: the first node)")
 	return cmd
 }

@@ -30,6 +30,14 @@ type Options struct {
 	// Nodes keeps at most this many nodes (0: all): those with the most endpoints
 	// of the kept Services, ties broken by name.
 	Nodes int
+	// Clients are the machines outside the cluster (name and IPv4 address on the
+	// node network); when none is given, one called outside at the highest free
+	// address.
+	Clients []topology.ClientSpec
+	// ExternalIPRoutes say which nodes outside traffic to an external IP
+	// reaches, which no dump holds; an external IP without one goes to the
+	// first node.
+	ExternalIPRoutes []topology.ExternalIPRouteSpec
 }
 
 // Result is the topology file and what it says of itself.
@@ -94,12 +102,16 @@ func Build(d *Dump, o Options) (*Result, error) {
 			f.Nodes = append(f.Nodes, *spec)
 		}
 	}
+	b.podsOf(d.Pods)
 	for _, ip := range slices.SortedFunc(maps.Keys(b.pods), netip.Addr.Compare) {
 		f.Pods = append(f.Pods, *b.pods[ip])
 	}
 	b.kubeProxy(d)
 	b.cidrs()
-	b.client()
+	if err := b.clients(); err != nil {
+		return nil, err
+	}
+	b.externalIPRoutes()
 	if len(d.Ignored) > 0 {
 		var kinds []string
 		for _, k := range slices.Sorted(maps.Keys(d.Ignored)) {

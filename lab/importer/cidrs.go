@@ -3,6 +3,7 @@ package importer
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -103,9 +104,18 @@ func serviceRangeFits(p netip.Prefix, ips []netip.Addr) bool {
 	return true
 }
 
-// client adds the outside client on the node network, at its highest free
-// address.
-func (b *builder) client() {
+// clients places the clients asked for, or the outside client at the highest
+// free address of the node network.
+func (b *builder) clients() error {
+	if len(b.o.Clients) > 0 {
+		for _, c := range b.o.Clients {
+			if a, err := netip.ParseAddr(c.IP); err != nil || !a.Is4() {
+				return inputErrorf("--client "+c.Name+"="+c.IP, "want an IPv4 address on the node network")
+			}
+		}
+		b.res.File.Clients = b.o.Clients
+		return nil
+	}
 	var addrs []netip.Addr
 	for _, n := range b.res.File.Nodes {
 		addrs = append(addrs, netip.MustParseAddr(n.IP))
@@ -114,7 +124,26 @@ func (b *builder) client() {
 	for a := topology.LastAddr(net).Prev(); net.Contains(a) && a != net.Addr(); a = a.Prev() {
 		if _, taken := b.byIP[a]; !taken {
 			b.res.File.Clients = []topology.ClientSpec{{Name: ClientName, IP: a.String()}}
-			return
+			return nil
 		}
+	}
+	return nil
+}
+
+// externalIPRoutes routes the external IPs as asked, and says which go to the
+// first node for want of a route.
+func (b *builder) externalIPRoutes() {
+	f := &b.res.File
+	f.ExternalIPRoutes = b.o.ExternalIPRoutes
+	var unrouted []string
+	for _, s := range f.Services {
+		for _, ip := range s.Spec.ExternalIPs {
+			if !slices.ContainsFunc(f.ExternalIPRoutes, func(r topology.ExternalIPRouteSpec) bool { return r.IP == ip }) && !slices.Contains(unrouted, ip) {
+				unrouted = append(unrouted, ip)
+			}
+		}
+	}
+	if len(unrouted) > 0 && len(f.Nodes) > 0 {
+		b.notef("external IPs %s: routed to the first node, %s (a dump does not say how outside traffic reaches them; --route IP=NODE,... says it)", strings.Join(unrouted, ", "), f.Nodes[0].Name)
 	}
 }

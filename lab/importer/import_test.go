@@ -105,8 +105,8 @@ items:
   addressType: IPv6
   ports: [{name: http, port: 8080, protocol: TCP}]
   endpoints: [{addresses: ["fd00::5"], nodeName: b}]
-- apiVersion: v1
-  kind: Pod
+- apiVersion: apps/v1
+  kind: Deployment
   metadata: {name: ignored}
 `
 
@@ -151,7 +151,7 @@ func TestImportKeepsConditionsAndCuts(t *testing.T) {
 	}
 	notes := strings.Join(res.Notes, "\n")
 	for _, w := range []string{"node a.example.com: named a-example-com", "dual-stack: kept its IPv4 ClusterIP 10.96.5.5", "load balancer ingress lb.example.com left out",
-		"addressType IPv6 left out", "zone and hints left out", "1 Pod"} {
+		"addressType IPv6 left out", "zone and hints left out", "1 Deployment"} {
 		if !strings.Contains(notes, w) {
 			t.Errorf("notes lack %q:\n%s", w, notes)
 		}

@@ -26,9 +26,12 @@ import (
 
 // Dump is what the input files held, each object with where it came from.
 type Dump struct {
-	Nodes     []Object[corev1.Node]
-	Services  []Object[corev1.Service]
-	Slices    []Object[discoveryv1.EndpointSlice]
+	Nodes    []Object[corev1.Node]
+	Services []Object[corev1.Service]
+	Slices   []Object[discoveryv1.EndpointSlice]
+	// Pods are optional (kubectl get ...,pods): they add the pods that back
+	// no endpoint (clients inside the cluster) and name every pod's ports.
+	Pods      []Object[corev1.Pod]
 	KubeProxy *Object[kubeproxyconfig.KubeProxyConfiguration]
 	// KubeProxyUnknown says which of its fields the configuration of the
 	// kube-proxy release svclab knows does not have ("" when none).
@@ -190,6 +193,12 @@ func (d *Dump) readObject(where string, tm typeMeta, raw json.RawMessage) error 
 			return err
 		}
 		d.Slices = append(d.Slices, Object[discoveryv1.EndpointSlice]{where + " (EndpointSlice " + s.Namespace + "/" + s.Name + ")", fromV1beta1(s)})
+	case tm.Kind == "Pod" && tm.APIVersion == "v1":
+		var p corev1.Pod
+		if err := strict(&p); err != nil {
+			return err
+		}
+		d.Pods = append(d.Pods, Object[corev1.Pod]{where + " (Pod " + p.Namespace + "/" + p.Name + ")", p})
 	case tm.Kind == "ConfigMap" && tm.APIVersion == "v1":
 		var cm corev1.ConfigMap
 		if err := strict(&cm); err != nil {
@@ -198,7 +207,7 @@ func (d *Dump) readObject(where string, tm typeMeta, raw json.RawMessage) error 
 		return d.readKubeProxyConfigMap(where+" (ConfigMap "+cm.Namespace+"/"+cm.Name+")", cm)
 	case tm.Kind == "KubeProxyConfiguration":
 		return d.readKubeProxyConfig(where, raw)
-	case slices.Contains([]string{"Node", "Service", "EndpointSlice", "ConfigMap"}, tm.Kind):
+	case slices.Contains([]string{"Node", "Service", "EndpointSlice", "ConfigMap", "Pod"}, tm.Kind):
 		return inputErrorf(where, "apiVersion: %q is not an apiVersion of %s svclab reads", tm.APIVersion, tm.Kind)
 	default:
 		d.Ignored[tm.Kind]++
