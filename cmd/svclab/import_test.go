@@ -75,74 +75,100 @@ func kubectlDump(t *testing.T, topo *topology.Topology) []byte {
 // IPVS mode.
 func TestImportRoundTrip(t *testing.T) {
 	for _, name := range []string{"../../topologies/web.yaml", "../../topologies/httpd.yaml", "../../specs/testdata/loadbalancers.yaml"} {
-		orig, err := topology.Load(name)
+		for _, controlPlane := range []bool{false, true} {
+			roundTrip(t, name, controlPlane)
+		}
+	}
+}
+
+// roundTrip imports the state of the topology in file name, with a control
+// plane (and so its cluster DNS: kube-dns and CoreDNS pods in the dump) or
+// without, and compares plans and rules.
+func roundTrip(t *testing.T, name string, controlPlane bool) {
+	orig, err := topology.Load(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if controlPlane {
+		if err := orig.EnableControlPlane(); err != nil {
+			t.Fatal(err)
+		}
+		name += " with a control plane"
+	}
+	dump := filepath.Join(t.TempDir(), "dump.json")
+	if err := os.WriteFile(dump, kubectlDump(t, orig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var clients []topology.ClientSpec
+	for _, c := range orig.Clients {
+		clients = append(clients, topology.ClientSpec{Name: c.Name, IP: c.IP.String()})
+	}
+	var routes []topology.ExternalIPRouteSpec
+	for _, r := range orig.ExternalIPRoutes {
+		routes = append(routes, topology.ExternalIPRouteSpec{IP: r.IP.String(), Nodes: r.Nodes})
+	}
+	data, res, err := importer.Import([]string{dump}, importer.Options{Name: orig.Name, Clients: clients, ExternalIPRoutes: routes})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	imported, err := topology.Parse(name+" imported", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if controlPlane {
+		if err := imported.EnableControlPlane(); err != nil {
+			t.Fatal(err)
+		}
+		if imported.DNS == nil || *imported.DNS != *orig.DNS {
+			t.Errorf("%s: the imported cluster DNS is %v, want %v", name, imported.DNS, orig.DNS)
+		}
+	}
+	t.Logf("%s: notes: %s", name, strings.Join(res.Notes, "; "))
+	if len(routes) > 0 && !controlPlane {
+		// Negative control: without its routes, the lab sends outside traffic
+		// to external IPs elsewhere, and the plan says so.
+		other, _, err := importer.Import([]string{dump}, importer.Options{Name: orig.Name, Clients: clients})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dump := filepath.Join(t.TempDir(), "dump.json")
-		if err := os.WriteFile(dump, kubectlDump(t, orig), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		var clients []topology.ClientSpec
-		for _, c := range orig.Clients {
-			clients = append(clients, topology.ClientSpec{Name: c.Name, IP: c.IP.String()})
-		}
-		var routes []topology.ExternalIPRouteSpec
-		for _, r := range orig.ExternalIPRoutes {
-			routes = append(routes, topology.ExternalIPRouteSpec{IP: r.IP.String(), Nodes: r.Nodes})
-		}
-		data, res, err := importer.Import([]string{dump}, importer.Options{Name: orig.Name, Clients: clients, ExternalIPRoutes: routes})
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		imported, err := topology.Parse(name+" imported", data)
+		unrouted, err := topology.Parse(name+" imported without routes", other)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: notes: %s", name, strings.Join(res.Notes, "; "))
-		if len(routes) > 0 {
-			// Negative control: without its routes, the lab sends outside
-			// traffic to external IPs elsewhere, and the plan says so.
-			other, _, err := importer.Import([]string{dump}, importer.Options{Name: orig.Name, Clients: clients})
-			if err != nil {
-				t.Fatal(err)
-			}
-			unrouted, err := topology.Parse(name+" imported without routes", other)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, _ := planFor(orig, lab.Options{Mode: "iptables"}, "")
-			b, _ := planFor(unrouted, lab.Options{Mode: "iptables"}, "")
-			if checkLines(a.Checks("x")) == checkLines(b.Checks("x")) {
-				t.Errorf("%s: the plan does not tell external IP routes apart", name)
-			}
+		a, _ := planFor(orig, lab.Options{Mode: "iptables"}, "")
+		b, _ := planFor(unrouted, lab.Options{Mode: "iptables"}, "")
+		if checkLines(a.Checks("x")) == checkLines(b.Checks("x")) {
+			t.Errorf("%s: the plan does not tell external IP routes apart", name)
 		}
-		for _, mode := range []string{"iptables", "ipvs"} {
-			o := lab.Options{Mode: mode}
-			a, err := planFor(orig, o, "")
+	}
+	for _, mode := range []string{"iptables", "ipvs"} {
+		o := lab.Options{Mode: mode, ControlPlane: controlPlane}
+		a, err := planFor(orig, o, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := planFor(imported, o, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ca, cb := checkLines(a.Checks(mode)), checkLines(b.Checks(mode))
+		if ca != cb {
+			t.Errorf("%s, %s: the imported lab plans other checks:\n--- original\n%s\n--- imported\n%s", name, mode, ca, cb)
+		}
+		if controlPlane && len(a.Lookups) == 0 {
+			t.Errorf("%s: no DNS checks planned", name)
+		}
+		for _, n := range orig.Nodes {
+			ra, err := renderNode(orig, o, n.Name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := planFor(imported, o, "")
+			rb, err := renderNode(imported, o, n.Name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			ca, cb := checkLines(a.Checks(mode)), checkLines(b.Checks(mode))
-			if ca != cb {
-				t.Errorf("%s, %s: the imported lab plans other checks:\n--- original\n%s\n--- imported\n%s", name, mode, ca, cb)
-			}
-			for _, n := range orig.Nodes {
-				ra, err := renderNode(orig, o, n.Name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				rb, err := renderNode(imported, o, n.Name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if ra != rb {
-					t.Errorf("%s, %s, node %s: the imported lab's rules differ:\n--- original\n%s\n--- imported\n%s", name, mode, n.Name, ra, rb)
-				}
+			if ra != rb {
+				t.Errorf("%s, %s, node %s: the imported lab's rules differ:\n--- original\n%s\n--- imported\n%s", name, mode, n.Name, ra, rb)
 			}
 		}
 	}

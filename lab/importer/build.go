@@ -283,6 +283,14 @@ func (b *builder) service(in Object[corev1.Service]) (corev1.Service, bool) {
 		b.notef("Service default/kubernetes: left out: the API server makes its own (a lab with controlPlane: true has it, at its control plane's address)")
 		return s, false
 	}
+	if topology.IsDNSService(s.Namespace, s.Name) {
+		if a, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil && a.Is4() {
+			b.res.File.ClusterDNS = a.String()
+		}
+		b.notef("Service %s: left out: the cluster DNS's Service is the lab's own, made at clusterDNS %s (with its CoreDNS pods, the dump's kube-system pods labelled %s=%s) in a lab with a control plane (--control-plane)",
+			id, b.res.File.ClusterDNS, topology.DNSAppLabel, topology.DNSServiceName)
+		return s, false
+	}
 	for _, l := range []string{"service.kubernetes.io/service-proxy-name", corev1.IsHeadlessService} {
 		if v, ok := s.Labels[l]; ok {
 			b.notef("Service %s: left out: label %s=%s makes kube-proxy ignore it", id, l, v)

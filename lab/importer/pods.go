@@ -59,6 +59,10 @@ func (b *builder) podsOf(pods []Object[corev1.Pod]) {
 			b.pods[ip] = spec
 		}
 		spec.Labels = p.Labels
+		if spec.Namespace == topology.DNSNamespace && spec.Labels[topology.DNSAppLabel] == topology.DNSServiceName {
+			// A CoreDNS replica: the lab gives it kubeadm's container ports.
+			continue
+		}
 		for _, c := range p.Spec.Containers {
 			for _, cp := range c.Ports {
 				cp := corev1.ContainerPort{Name: cp.Name, ContainerPort: cp.ContainerPort, Protocol: cmpProto(cp.Protocol)}
