@@ -3,12 +3,18 @@ package main
 import (
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/compare"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/version"
 )
 
 func newCompareCommand() *cobra.Command {
@@ -17,9 +23,10 @@ func newCompareCommand() *cobra.Command {
 		node string
 	)
 	cmd := &cobra.Command{
-		Use:   "compare -f TOPOLOGY --node NODE DUMP",
+		Use:   "compare -f TOPOLOGY --node NODE DUMP...",
 		Short: "Say where a real node's kube-proxy rules differ from what kube-proxy would write for a topology",
-		Long: `Compare DUMP, what a real node holds (iptables-save; "-" reads stdin), with the rules
+		Long: `Compare DUMP, what a real node holds (iptables mode: iptables-save; ipvs mode:
+` + "`ipvsadm -Ln`, `ipset save`" + ` and iptables-save, in one file or several; "-" reads stdin), with the rules
 kube-proxy (the release --kube-proxy-version names, else the topology's) would write on
 NODE for the topology's state, as ` + "`svclab rules`" + ` renders them. Both sides are normalized
 as the differential check normalizes them (counters, chain order, the order of Services in
@@ -28,7 +35,7 @@ the jumps to them count. Differences are grouped by the Service port or endpoint
 about. Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 		Example: `  svclab import cluster.yaml -o lab.yaml
   svclab compare -f lab.yaml --node node1 node1.iptables-save`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if node == "" {
 				return usage(fmt.Errorf("--node: required, the node the dump comes from"))
@@ -41,20 +48,30 @@ about. Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 			if err != nil {
 				return usage(err)
 			}
-			if o.Mode != "iptables" {
-				return usage(fmt.Errorf("--mode %s: svclab compare reads iptables-save dumps only (iptables mode)", o.Mode))
-			}
 			want, err := renderNode(t, o, node)
 			if err != nil {
 				return err
 			}
-			dump, err := readDump(args[0])
-			if err != nil {
-				return usage(err)
+			var dump strings.Builder
+			for _, a := range args {
+				data, err := readDump(a)
+				if err != nil {
+					return usage(err)
+				}
+				dump.Write(data)
+				dump.WriteString("\n")
 			}
-			r, err := compare.IPTables(want, string(dump))
+			var r *compare.Report
+			switch o.Mode {
+			case "iptables":
+				r, err = compare.IPTables(want, dump.String())
+			case "ipvs":
+				r, err = compare.IPVS(want, dump.String(), frontends(t))
+			default:
+				return usage(fmt.Errorf("--mode %s: svclab compare reads iptables and ipvs dumps", o.Mode))
+			}
 			if err != nil {
-				return usage(fmt.Errorf("%s: %w", args[0], err))
+				return usage(fmt.Errorf("%s: %w", strings.Join(args, ", "), err))
 			}
 			out := cmd.OutOrStdout()
 			config, _ := lab.ConfigOf(t, o)
@@ -70,6 +87,25 @@ about. Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&node, "node", "", "the topology's node the dump comes from")
 	return cmd
+}
+
+// frontends names t's Service addresses as IPVS shows them.
+func frontends(t *topology.Topology) compare.Frontends {
+	out := compare.Frontends{}
+	for _, sp := range proxy.FromObjects(t.Services, t.EndpointSlices()) {
+		name := sp.Name.String(version.Default)
+		at := func(addr netip.Addr, port int) {
+			out[fmt.Sprintf("%s %s:%d", sp.Protocol, addr, port)] = name
+		}
+		at(sp.ClusterIP, sp.Port)
+		for _, a := range append(slices.Clone(sp.ExternalIPs), sp.LoadBalancerIPs...) {
+			at(a, sp.Port)
+		}
+		if sp.NodePort != 0 {
+			out[fmt.Sprintf("%s *:%d", sp.Protocol, sp.NodePort)] = name
+		}
+	}
+	return out
 }
 
 func readDump(path string) ([]byte, error) {

@@ -227,20 +227,8 @@ func IPTables(want, dump string) (*Report, error) {
 		return nil, err
 	}
 	names := subjectNames(w, d)
-	bySubject := map[string]*Subject{}
-	add := func(l Line, missing bool) {
-		name := names.of(l)
-		s := bySubject[name]
-		if s == nil {
-			s = &Subject{Name: name}
-			bySubject[name] = s
-		}
-		if missing {
-			s.Missing = append(s.Missing, l)
-		} else {
-			s.Extra = append(s.Extra, l)
-		}
-	}
+	c := collector{}
+	add := func(l Line, missing bool) { c.add(names.of(l), l, missing) }
 	for _, tn := range slices.Sorted(maps.Keys(union(w, d))) {
 		wt, dt := w.get(tn), d.get(tn)
 		for _, c := range slices.Sorted(maps.Keys(union(wt.chains, dt.chains))) {
@@ -263,11 +251,32 @@ func IPTables(want, dump string) (*Report, error) {
 			}
 		}
 	}
-	r := &Report{}
-	for _, name := range slices.Sorted(maps.Keys(bySubject)) {
-		r.Subjects = append(r.Subjects, *bySubject[name])
+	return &Report{Subjects: c.subjects()}, nil
+}
+
+// collector gathers lines by what they are about.
+type collector map[string]*Subject
+
+func (c collector) add(name string, l Line, missing bool) {
+	s := c[name]
+	if s == nil {
+		s = &Subject{Name: name}
+		c[name] = s
 	}
-	return r, nil
+	if missing {
+		s.Missing = append(s.Missing, l)
+	} else {
+		s.Extra = append(s.Extra, l)
+	}
+}
+
+// subjects are the subjects in name order.
+func (c collector) subjects() []Subject {
+	var out []Subject
+	for _, n := range slices.Sorted(maps.Keys(c)) {
+		out = append(out, *c[n])
+	}
+	return out
 }
 
 func (ts tables) get(name string) *table {

@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
+
 	"github.com/svclab/svclab/lab/proxy"
 	_ "github.com/svclab/svclab/lab/proxy/iptables"
+	_ "github.com/svclab/svclab/lab/proxy/ipvs"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/version"
 )
@@ -14,8 +17,13 @@ import (
 // render is what svclab's iptables proxier would install on node, kube-proxy
 // release v.
 func render(t *testing.T, topo *topology.Topology, node, v string) string {
+	return renderMode(t, topo, node, "iptables", v)
+}
+
+// renderMode is what svclab's proxier of mode would install on node.
+func renderMode(t *testing.T, topo *topology.Topology, node, mode, v string) string {
 	t.Helper()
-	m, err := proxy.Lookup("iptables")
+	m, err := proxy.Lookup(mode)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +36,7 @@ func render(t *testing.T, topo *topology.Topology, node, v string) string {
 		t.Fatalf("no node %s", node)
 	}
 	c := proxy.Config{Version: ver, ServiceCIDR: topo.ServiceCIDR}
-	c.KubeProxy.Mode = "iptables"
+	c.KubeProxy.Mode = kubeproxyconfig.ProxyMode(mode)
 	c.KubeProxy.ClusterCIDR = topo.ClusterCIDR.String()
 	text, err := m.Render(proxy.Target{Node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, Config: c},
 		proxy.NewState(topo.Services, topo.EndpointSlices(), nil))
@@ -122,6 +130,42 @@ func TestCompareHandEdited(t *testing.T) {
 	}
 	if old.Name != "Service default/old:http" || len(old.Missing) != 0 || len(old.Extra) != 1 || !strings.HasPrefix(old.Verdict(), "stale") {
 		t.Errorf("second difference: %s: %s %v %v", old.Name, old.Verdict(), old.Missing, old.Extra)
+	}
+	t.Logf("report:\n%s", r)
+}
+
+// ipvsDump is what a node svclab renders for in IPVS mode would print: its
+// `ipvsadm -Ln`, `ipset save` and iptables-save.
+func ipvsDump(rendered string) string {
+	p := splitIPVS(rendered)
+	return p.ipvsadm + "\n" + p.ipset + "\n" + AsSaved(p.iptables)
+}
+
+// TestCompareIPVS: a node's own IPVS state is equal; without one endpoint (its
+// real servers and its hairpin member) the report names that endpoint only.
+func TestCompareIPVS(t *testing.T) {
+	want := renderMode(t, web(t), "node-2", "ipvs", "1.37")
+	names := Frontends{"TCP 10.96.123.45:80": "default/web:http", "TCP *:30080": "default/web:http"}
+	r, err := IPVS(want, ipvsDump(want), names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Equal() {
+		t.Errorf("node-2's own IPVS state differs:\n%s", r)
+	}
+	var kept []string
+	for _, l := range strings.Split(ipvsDump(want), "\n") {
+		if strings.Contains(l, "-> 10.244.2.10:8080") || strings.HasPrefix(l, "add KUBE-LOOP-BACK 10.244.2.10,") {
+			continue
+		}
+		kept = append(kept, l)
+	}
+	r, err = IPVS(want, strings.Join(kept, "\n"), names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Subjects) != 1 || r.Subjects[0].Name != "endpoint 10.244.2.10:8080 of Service default/web:http" || len(r.Subjects[0].Missing) < 4 {
+		t.Errorf("one endpoint left out:\n%s", r)
 	}
 	t.Logf("report:\n%s", r)
 }

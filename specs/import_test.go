@@ -1,0 +1,94 @@
+package specs
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/svclab/svclab/lab/differential"
+	"github.com/svclab/svclab/lab/importer"
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/verify"
+)
+
+// The round trip of `svclab import` (issue 19): a lab with a control plane dumps
+// itself as a user dumps a cluster (`svclab kubectl LAB -- get
+// nodes,services,endpointslices,pods -A -o yaml`), the dump is imported (with the
+// lab's clients and external IP routes, which no cluster object holds), and the
+// imported lab, built with a control plane too, passes the same verify checks
+// with the same results and holds the same rules on every node. It runs in one
+// mode only, the first of svclab's iptables modes SVCLAB_MODES lists, for its
+// time: two labs with an API server per topology.
+var _ = Describe("svclab import: a lab's own dump, imported, is the same lab", Label("import"), func() {
+	i := slices.IndexFunc(ownModes(), func(m modeCase) bool { return m.model() == proxy.ModelIPTables })
+	if i < 0 {
+		return
+	}
+	m := ownModes()[i]
+	for _, file := range []string{"../topologies/web.yaml", "../topologies/httpd.yaml", "testdata/loadbalancers.yaml"} {
+		It("round-trips "+filepath.Base(file)+" through kubectl and import: same checks, same results, same rules per node, "+m.label, Label(m.label), func() {
+			orig, err := topology.Load(file)
+			Expect(err).NotTo(HaveOccurred())
+			o := m.options()
+			o.ControlPlane, o.KubeBinary = true, kubeBinary
+			a := upLab(orig, o)
+
+			dump, err := exec.Command(svclabBin, "kubectl", a.ID, "--", "get", "nodes,services,endpointslices,pods", "-A", "-o", "yaml").Output()
+			Expect(err).NotTo(HaveOccurred(), "%s", dump)
+			path := filepath.Join(GinkgoT().TempDir(), "cluster.yaml")
+			Expect(os.WriteFile(path, dump, 0o644)).To(Succeed())
+			var opts importer.Options
+			for _, c := range orig.Clients {
+				opts.Clients = append(opts.Clients, topology.ClientSpec{Name: c.Name, IP: c.IP.String()})
+			}
+			for _, r := range orig.ExternalIPRoutes {
+				opts.ExternalIPRoutes = append(opts.ExternalIPRoutes, topology.ExternalIPRouteSpec{IP: r.IP.String(), Nodes: r.Nodes})
+			}
+			data, res, err := importer.Import([]string{path}, opts)
+			Expect(err).NotTo(HaveOccurred())
+			GinkgoWriter.Printf("imported %s:\n%s\nnotes: %q\n", file, data, res.Notes)
+			imported, err := topology.Parse(path+" imported", data)
+			Expect(err).NotTo(HaveOccurred())
+			b := upLab(imported, o)
+
+			for _, n := range orig.Nodes {
+				want, err := differential.Snapshot(a, n.Name)
+				Expect(err).NotTo(HaveOccurred())
+				got, err := differential.Snapshot(b, n.Name)
+				Expect(err).NotTo(HaveOccurred())
+				Expect(got).To(Equal(want), "node %s: the imported lab's rules", n.Name)
+			}
+			ca, err := verify.Run(context.Background(), a, m.label)
+			Expect(err).NotTo(HaveOccurred())
+			cb, err := verify.Run(context.Background(), b, m.label)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(summaries(cb)).To(Equal(summaries(ca)), "the imported lab's checks and results")
+			Expect(ca).NotTo(BeEmpty())
+			for _, c := range ca {
+				Expect(c.Passed).To(BeTrue(), "the original lab: %s: expected %s, observed %s", c.Name, c.Expected, c.Observed)
+			}
+		})
+	}
+})
+
+// summaries are the checks as a comparison of two runs sees them: what was
+// checked, what was expected and whether it passed (the observations name
+// ephemeral ports and counts, which differ from run to run).
+func summaries(checks []verify.Check) []string {
+	var out []string
+	for _, c := range checks {
+		passed := "FAIL"
+		if c.Passed {
+			passed = "PASS"
+		}
+		out = append(out, passed+" "+c.Name+": "+c.Expected)
+	}
+	slices.Sort(out)
+	return out
+}
