@@ -3,9 +3,12 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 const seed002 = "../../lab/importer/testdata/seed002/"
@@ -73,5 +76,38 @@ func TestCompareSeed002(t *testing.T) {
 	cmd.SetArgs([]string{"-f", "../../topologies/httpd.yaml", "--node", "master", "--kube-proxy-version", "1.18", seed002 + "master.iptables-save"})
 	if err := cmd.Execute(); !errors.As(err, &code) || !strings.Contains(out.String(), "Service default/service-httpd: differs") {
 		t.Errorf("httpd.yaml (nodePort 32000) against the seed's 30271: %v\n%s", err, out.String())
+	}
+}
+
+// TestImportCompareBadInput: bad input is a usage error (exit 2) naming the
+// file and the field, or the flag.
+func TestImportCompareBadInput(t *testing.T) {
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nspec: {podCIDRs: [nope]}\nstatus: {addresses: [{type: InternalIP, address: 10.0.0.1}]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd  func() *cobra.Command
+		args []string
+		want string
+	}{
+		{newImportCommand, []string{bad}, bad + " (Node n1): spec.podCIDRs: \"nope\" is no CIDR"},
+		{newImportCommand, []string{seed002 + "cluster.yaml", "--client", "laptop"}, `--client "laptop": want NAME=IP`},
+		{newImportCommand, []string{seed002 + "cluster.yaml", "-l", "a in (b"}, `-l "a in (b"`},
+		{newCompareCommand, []string{"-f", "httpd", seed002 + "master.iptables-save"}, "--node: required"},
+		{newCompareCommand, []string{"-f", "httpd", "--node", "nobody", seed002 + "master.iptables-save"}, `no node "nobody"`},
+		{newCompareCommand, []string{"-f", "httpd", "--node", "master", "--mode", "nftables", seed002 + "master.iptables-save"}, "nftables"},
+		{newCompareCommand, []string{"-f", "httpd", "--node", "master", "/nonexistent"}, "/nonexistent"},
+	} {
+		cmd := tc.cmd()
+		cmd.SetArgs(tc.args)
+		cmd.SetOut(&bytes.Buffer{})
+		cmd.SetErr(&bytes.Buffer{})
+		cmd.SilenceUsage, cmd.SilenceErrors = true, true
+		err := cmd.Execute()
+		var ue usageError
+		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s %v: %v, want a usage error (exit 2) containing %q", cmd.Name(), tc.args, err, tc.want)
+		}
 	}
 }
