@@ -64,6 +64,9 @@ type builder struct {
 	byIP  map[netip.Addr]string         // node addresses
 	pods  map[netip.Addr]*topology.PodSpec
 	names map[string]bool // member names taken
+	// kubernetesIP is default/kubernetes's ClusterIP: the first host of the
+	// service range, which tells where the range starts.
+	kubernetesIP netip.Addr
 }
 
 func (b *builder) notef(format string, args ...any) {
@@ -280,6 +283,9 @@ func (b *builder) service(in Object[corev1.Service]) (corev1.Service, bool) {
 	s := in.Obj
 	id := s.Namespace + "/" + s.Name
 	if s.Namespace == metav1.NamespaceDefault && s.Name == "kubernetes" {
+		if a, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil && a.Is4() {
+			b.kubernetesIP = a
+		}
 		b.notef("Service default/kubernetes: left out: the API server makes its own (a lab with controlPlane: true has it, at its control plane's address)")
 		return s, false
 	}

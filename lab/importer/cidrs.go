@@ -85,6 +85,17 @@ func (b *builder) cidrs() {
 	// kubeadm's default range, unless the ClusterIPs say otherwise; the
 	// range's first host is the kubernetes Service's, which the lab keeps free.
 	p := netip.MustParsePrefix("10.96.0.0/12")
+	if k := b.kubernetesIP; k.IsValid() && k != p.Addr().Next() && k.Prev().IsValid() {
+		// The longest range that starts just before the kubernetes Service's
+		// address and holds every ClusterIP.
+		for bits := 30; bits >= 8; bits-- {
+			c := netip.PrefixFrom(k.Prev(), bits)
+			if c.Masked() == c && serviceRangeFits(c, ips) {
+				p = c
+				break
+			}
+		}
+	}
 	if !serviceRangeFits(p, ips) {
 		p = topology.CoveringPrefix(ips, 24)
 		for p.Bits() > 1 && !serviceRangeFits(p, ips) {

@@ -210,3 +210,30 @@ func TestImportBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestImportServiceCIDR: the service range starts just before the kubernetes
+// Service's address (k3s's 10.43.0.0/16 here) and holds every ClusterIP.
+func TestImportServiceCIDR(t *testing.T) {
+	dump := `apiVersion: v1
+kind: List
+items:
+- {apiVersion: v1, kind: Node, metadata: {name: k1}, spec: {podCIDR: 10.42.0.0/24}, status: {addresses: [{type: InternalIP, address: 10.0.0.5}]}}
+- {apiVersion: v1, kind: Service, metadata: {name: kubernetes, namespace: default}, spec: {clusterIP: 10.43.0.1, ports: [{name: https, port: 443}]}}
+- {apiVersion: v1, kind: Service, metadata: {name: app}, spec: {clusterIP: 10.43.200.5, ports: [{port: 80}]}}
+`
+	p := filepath.Join(t.TempDir(), "k3s.yaml")
+	if err := os.WriteFile(p, []byte(dump), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := Import([]string{p}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := topology.Parse("k3s", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if topo.ServiceCIDR.String() != "10.43.0.0/16" || topo.ClusterCIDR.String() != "10.42.0.0/16" {
+		t.Errorf("serviceCIDR %s, clusterCIDR %s, want 10.43.0.0/16 and 10.42.0.0/16", topo.ServiceCIDR, topo.ClusterCIDR)
+	}
+}
