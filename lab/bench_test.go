@@ -19,7 +19,7 @@ import (
 // Each iteration builds the lab, serves every pod, tears it down and waits until no
 // namespace of it is left under /run/netns.
 func BenchmarkUpDown(b *testing.B) {
-	if err := CheckPrivileges(); err != nil {
+	if err := namespaces.CheckPrivileges(); err != nil {
 		b.Fatal(err)
 	}
 	web, err := topology.Default()

@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -55,11 +56,11 @@ var (
 
 // build creates every namespace and link of the lab.
 func (l *Lab) build(ctx context.Context) error {
-	all := make([]*Member, 0, len(l.members))
+	all := make([]*member.Member, 0, len(l.members))
 	for _, m := range l.members {
 		all = append(all, m)
 	}
-	if err := forEach(ctx, l.parallel(), all, func(_ context.Context, m *Member) error {
+	if err := forEach(ctx, l.parallel(), all, func(_ context.Context, m *member.Member) error {
 		if err := namespaces.Create(m.NetNS); err != nil {
 			return fmt.Errorf("%s %s: %w", m.Kind, m.Name, err)
 		}
@@ -188,7 +189,7 @@ func (l *Lab) buildNode(fabric *handle, i int) error {
 	if err := namespaces.Sysctl(h.Name, nodeSysctls); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	if err := l.plugIntoFabric(fabric, h, fabricPort(KindNode, i), netip.PrefixFrom(n.IP, t.NodeCIDR.Bits())); err != nil {
+	if err := l.plugIntoFabric(fabric, h, fabricPort(member.KindNode, i), netip.PrefixFrom(n.IP, t.NodeCIDR.Bits())); err != nil {
 		return fmt.Errorf("node %s: %w", n.Name, err)
 	}
 	cni, err := h.addBridge(podBridge)
@@ -231,7 +232,7 @@ func (l *Lab) buildClient(fabric *handle, i int) error {
 	if err := namespaces.Sysctl(h.Name, noIPv6); err != nil {
 		return fmt.Errorf("client %s: %w", c.Name, err)
 	}
-	if err := l.plugIntoFabric(fabric, h, fabricPort(KindClient, i), netip.PrefixFrom(c.IP, l.topo.NodeCIDR.Bits())); err != nil {
+	if err := l.plugIntoFabric(fabric, h, fabricPort(member.KindClient, i), netip.PrefixFrom(c.IP, l.topo.NodeCIDR.Bits())); err != nil {
 		return fmt.Errorf("client %s: %w", c.Name, err)
 	}
 	return nil

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
@@ -93,7 +94,7 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 		l.mu.Unlock()
 		return topology.Pod{}, err
 	}
-	m := l.addMember(pod.Name, KindPod, pod.IP, pod.Node)
+	m := l.addMember(pod.Name, member.KindPod, pod.IP, pod.Node)
 	l.record.Members = l.memberRecords()
 	err = record.Write(l.dir, l.record)
 	l.mu.Unlock()

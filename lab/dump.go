@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 )
 
@@ -42,7 +43,7 @@ func (l *Lab) Dump(members ...string) string {
 
 func (l *Lab) dumpCommands(kind string) [][]string {
 	cmds := [][]string{{"ip", "-4", "addr"}, {"ip", "-4", "route"}}
-	if kind != KindNode || l.mode.Rules == nil {
+	if kind != member.KindNode || l.mode.Rules == nil {
 		return cmds
 	}
 	return append(append(cmds, l.mode.Rules(l.config)...), []string{"conntrack", "-L"})

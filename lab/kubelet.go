@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
@@ -211,19 +212,19 @@ func (l *Lab) PodResolvConf(pod string) ([]byte, error) {
 	return b, err
 }
 
-// ExecContext is what `svclab exec` gives a command in member of the lab
+// ExecContext is what `svclab exec` gives a command in the member name of the lab
 // recorded in dir as r: for a pod, its service environment added to env and its
 // resolv.conf (when it has one of its own) bound over /etc/resolv.conf; for
 // other members, env as it is.
-func ExecContext(dir string, r *record.Lab, member string, env []string) ([]string, []namespaces.Bind, error) {
-	m, ok := r.Member(member)
-	if !ok || m.Kind != KindPod {
+func ExecContext(dir string, r *record.Lab, name string, env []string) ([]string, []namespaces.Bind, error) {
+	m, ok := r.Member(name)
+	if !ok || m.Kind != member.KindPod {
 		return env, nil, nil
 	}
-	d := podDir(dir, r.ID, member)
+	d := podDir(dir, r.ID, name)
 	b, err := os.ReadFile(filepath.Join(d, podEnvFile))
 	if err != nil {
-		return nil, nil, fmt.Errorf("pod %s of lab %s: its environment: %w", member, r.ID, err)
+		return nil, nil, fmt.Errorf("pod %s of lab %s: its environment: %w", name, r.ID, err)
 	}
 	var pod []string
 	set := map[string]bool{}

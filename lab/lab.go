@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
@@ -61,18 +62,6 @@ type Options struct {
 	Log io.Writer
 }
 
-// Member is one namespace of a running lab.
-type Member struct {
-	Name string
-	Kind string
-	// NetNS is the name of the member's network namespace (under /run/netns).
-	NetNS string
-	// IP is the member's address: the node address for nodes, the pod IP for pods.
-	IP netip.Addr
-	// Node is the node a pod runs on.
-	Node string
-}
-
 // Lab is a running lab. Its methods are safe for concurrent use.
 type Lab struct {
 	ID    string
@@ -95,7 +84,7 @@ type Lab struct {
 	changeMu sync.Mutex
 	mu       sync.Mutex
 	topo     *topology.Topology
-	members  map[string]*Member
+	members  map[string]*member.Member
 	proxiers map[string]proxy.Proxier
 	health   map[string]*proxy.HealthServer
 	servers  map[string]*traffic.Server
@@ -107,7 +96,7 @@ type Lab struct {
 // Up builds the lab described by t and returns it running. On any error, on ctx's
 // cancellation and on panic it removes everything it created before returning.
 func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error) {
-	if err := CheckPrivileges(); err != nil {
+	if err := namespaces.CheckPrivileges(); err != nil {
 		return nil, err
 	}
 	l, err = newLab(t, o)
@@ -181,7 +170,7 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	}
 	l := &Lab{
 		opts: o, topo: t, dir: o.RecordDir,
-		members:  map[string]*Member{},
+		members:  map[string]*member.Member{},
 		proxiers: map[string]proxy.Proxier{},
 		health:   map[string]*proxy.HealthServer{},
 		servers:  map[string]*traffic.Server{},
@@ -221,21 +210,21 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 		l.RunID = NewRunID()
 	}
 	l.ID = labID(t.Name, l.RunID)
-	l.addMember(fabricMember, KindFabric, netip.Addr{}, "")
+	l.addMember(fabricMember, member.KindFabric, netip.Addr{}, "")
 	if cp := t.ControlPlane; cp != nil {
-		l.addMember(cp.Name, KindControlPlane, cp.IP, "")
+		l.addMember(cp.Name, member.KindControlPlane, cp.IP, "")
 	}
 	for _, n := range t.Nodes {
-		l.addMember(n.Name, KindNode, n.IP, "")
+		l.addMember(n.Name, member.KindNode, n.IP, "")
 	}
 	for _, c := range t.Clients {
-		l.addMember(c.Name, KindClient, c.IP, "")
+		l.addMember(c.Name, member.KindClient, c.IP, "")
 	}
 	for _, lb := range t.LoadBalancers {
-		l.addMember(lb.Name, KindLoadBalancer, lb.IP, "")
+		l.addMember(lb.Name, member.KindLoadBalancer, lb.IP, "")
 	}
 	for _, p := range t.Pods {
-		l.addMember(p.Name, KindPod, p.IP, p.Node)
+		l.addMember(p.Name, member.KindPod, p.IP, p.Node)
 	}
 	l.record = &record.Lab{ID: l.ID, Name: t.Name, RunID: l.RunID, Source: t.Source, Mode: o.Mode, Created: time.Now(), Owner: record.Self(),
 		Backend: o.Proxy.Backend, KubeProxy: o.KubeProxy != nil}
@@ -243,8 +232,8 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	return l, nil
 }
 
-func (l *Lab) addMember(name, kind string, ip netip.Addr, node string) *Member {
-	m := &Member{Name: name, Kind: kind, NetNS: namespaceName(l.topo.Name, name, l.RunID), IP: ip, Node: node}
+func (l *Lab) addMember(name, kind string, ip netip.Addr, node string) *member.Member {
+	m := &member.Member{Name: name, Kind: kind, NetNS: namespaceName(l.topo.Name, name, l.RunID), IP: ip, Node: node}
 	l.members[name] = m
 	return m
 }
@@ -268,7 +257,7 @@ func (l *Lab) memberRecords() []record.Member {
 }
 
 // kindOrder lists members the way `svclab up` prints them.
-var kindOrder = map[string]int{KindFabric: 0, KindControlPlane: 1, KindLoadBalancer: 2, KindNode: 3, KindClient: 4, KindPod: 5}
+var kindOrder = map[string]int{member.KindFabric: 0, member.KindControlPlane: 1, member.KindLoadBalancer: 2, member.KindNode: 3, member.KindClient: 4, member.KindPod: 5}
 
 func (l *Lab) logf(format string, args ...any) {
 	if l.opts.Log != nil {
@@ -325,7 +314,7 @@ func (l *Lab) parallel() int {
 func (l *Lab) Name() string { return l.topo.Name }
 
 // Member returns the member called name.
-func (l *Lab) Member(name string) (*Member, error) {
+func (l *Lab) Member(name string) (*member.Member, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	m, ok := l.members[name]

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svclab/svclab/lab/loadbalancer"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
@@ -93,7 +94,7 @@ func (l *Lab) buildLoadBalancer(fabric *handle, t *topology.Topology, i int) err
 	if err := namespaces.Sysctl(h.Name, loadBalancerSysctls); err != nil {
 		return fmt.Errorf("load balancer %s: %w", lb.Name, err)
 	}
-	if err := l.plugIntoFabric(fabric, h, fabricPort(KindLoadBalancer, i), netip.PrefixFrom(lb.IP, t.NodeCIDR.Bits())); err != nil {
+	if err := l.plugIntoFabric(fabric, h, fabricPort(member.KindLoadBalancer, i), netip.PrefixFrom(lb.IP, t.NodeCIDR.Bits())); err != nil {
 		return fmt.Errorf("load balancer %s: %w", lb.Name, err)
 	}
 	return nil
@@ -171,7 +172,7 @@ func (l *Lab) syncLoadBalancers(ctx context.Context) error {
 // the lab runs (a first LoadBalancer Service applied to it) and starts it.
 func (l *Lab) addLoadBalancer(t *topology.Topology, lb topology.LoadBalancer, i int) error {
 	l.mu.Lock()
-	m := l.addMember(lb.Name, KindLoadBalancer, lb.IP, "")
+	m := l.addMember(lb.Name, member.KindLoadBalancer, lb.IP, "")
 	l.record.Members = l.memberRecords()
 	err := record.Write(l.dir, l.record)
 	l.mu.Unlock()

@@ -13,18 +13,6 @@ import (
 // network's bridge.
 const fabricMember = "fabric"
 
-// Member kinds.
-const (
-	KindFabric = "fabric"
-	KindNode   = "node"
-	KindPod    = "pod"
-	KindClient = "client"
-	// KindControlPlane runs the API server and the controllers.
-	KindControlPlane = "control-plane"
-	// KindLoadBalancer routes LoadBalancer Services' ingress IPs to nodes.
-	KindLoadBalancer = "load-balancer"
-)
-
 // Interface names inside lab namespaces. Every one fits IFNAMSIZ (15 characters).
 const (
 	fabricBridge = "br0"  // the node network's switch, in the fabric namespace

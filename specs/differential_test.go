@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/differential"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
@@ -33,7 +34,15 @@ var _ = Describe("The differential check: svclab's proxier against kube-proxy", 
 		if !selected(kubeProxyPrefix + m.label) {
 			continue
 		}
-		o := differential.Options{Mode: m.mode.Name, Backend: m.backend}
+		o := differential.Options{Mode: m.mode.Name, Up: func(ctx context.Context, t *topology.Topology, kubeProxy bool) (differential.Lab, error) {
+			lo := lab.Options{Mode: m.mode.Name, Proxy: proxy.Config{Backend: m.backend}, KubeBinary: kubeBinary}
+			if kubeProxy {
+				lo.KubeProxy = &lab.KubeProxyOptions{}
+			} else {
+				lo.ControlPlane = true
+			}
+			return lab.Up(ctx, t, lo)
+		}}
 		labs := []struct {
 			name string
 			topo func() *topology.Topology
@@ -94,7 +103,6 @@ func selected(label string) bool {
 // upPair builds the two labs of a differential check, torn down when the
 // enclosing container ends.
 func upPair(t *topology.Topology, o differential.Options) *differential.Pair {
-	o.KubeBinary = kubeBinary
 	// No deadline of its own, like upLab's: under TCG on a loaded machine an API
 	// server took more than five minutes to become ready.
 	p, err := differential.UpPair(context.Background(), t, o)
@@ -122,7 +130,7 @@ func changeOneRule(p *differential.Pair, m modeCase) string {
 		// The Service's first endpoint picked a quarter of the time, not half
 		// (0.25 is exact in the statistic match's fixed point, so iptables-save
 		// prints it as written).
-		chain, rules := svcChainRules(p.Svclab, m, "node-1", "10.96.123.45")
+		chain, rules := svcChainRules(p.Svclab.(*lab.Lab), m, "node-1", "10.96.123.45")
 		changed := ""
 		for i, line := range rules {
 			if probability.MatchString(line) {
@@ -131,11 +139,11 @@ func changeOneRule(p *differential.Pair, m modeCase) string {
 			}
 		}
 		Expect(changed).NotTo(BeEmpty())
-		restoreChain(p.Svclab, m, "node-1", chain, rules)
+		restoreChain(p.Svclab.(*lab.Lab), m, "node-1", chain, rules)
 		return changed
 	case proxy.ModelIPVS:
 		// A real server of the Service at weight 0, as if it were terminating.
-		h := ipvsAt(p.Svclab, "node-1")
+		h := ipvsAt(p.Svclab.(*lab.Lab), "node-1")
 		svc := virtualServer(h, "10.96.123.45", 80)
 		dests, err := h.GetDestinations(svc)
 		Expect(err).NotTo(HaveOccurred())

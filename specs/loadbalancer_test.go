@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
@@ -165,9 +166,9 @@ var _ = Describe("A running lab's first LoadBalancer Service", Label("loadbalanc
 			svc, _ := l.Topology().Service("default", "web")
 			svc.Spec.Type = corev1.ServiceTypeLoadBalancer
 			Expect(l.ApplyService(ctx(), svc)).To(Succeed())
-			member, err := l.Member("lb")
+			lbm, err := l.Member("lb")
 			Expect(err).NotTo(HaveOccurred())
-			Expect(member.Kind).To(Equal(lab.KindLoadBalancer))
+			Expect(lbm.Kind).To(Equal(member.KindLoadBalancer))
 			svc, _ = l.Topology().Service("default", "web")
 			Expect(svc.Status.LoadBalancer.Ingress).To(HaveLen(1))
 			ip := svc.Status.LoadBalancer.Ingress[0].IP

@@ -24,6 +24,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	_ "github.com/svclab/svclab/lab/proxy/iptables"
 	_ "github.com/svclab/svclab/lab/proxy/ipvs"
@@ -44,7 +45,7 @@ var svclabBin string
 var kubeBinary string
 
 var _ = SynchronizedBeforeSuite(func() []byte {
-	Expect(lab.CheckPrivileges()).To(Succeed(), "the specs build real labs")
+	Expect(namespaces.CheckPrivileges()).To(Succeed(), "the specs build real labs")
 	kubeBin := ""
 	for _, m := range modes {
 		if m.kubeProxy {

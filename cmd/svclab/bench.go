@@ -16,10 +16,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/bench"
 	"github.com/svclab/svclab/lab/bench/report"
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/vm"
 )
@@ -245,7 +245,7 @@ func inGuest() bool { return os.Getenv("SVCLAB_VM") == "1" }
 
 func runBench(cmd *cobra.Command, f benchFlags) error {
 	fs := cmd.Flags()
-	if err := lab.CheckPrivileges(); err != nil {
+	if err := namespaces.CheckPrivileges(); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

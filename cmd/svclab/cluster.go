@@ -11,8 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/member"
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -36,7 +37,7 @@ follows the API server, and so does kube-proxy.`,
 			if cmd.ArgsLenAtDash() != 1 {
 				return usage(errors.New("usage: svclab kubectl LAB -- ARGS..."))
 			}
-			if err := lab.CheckPrivileges(); err != nil {
+			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
 			}
 			r, err := record.Find(record.DefaultDir, args[0])
@@ -84,7 +85,7 @@ func newLogsCommand() *cobra.Command {
 				return nil
 			}
 			want := args[1]
-			if m, ok := r.Member(want); ok && m.Kind == lab.KindNode {
+			if m, ok := r.Member(want); ok && m.Kind == member.KindNode {
 				want = "kube-proxy-" + want
 			}
 			f, err := os.Open(filepath.Join(dir, want+".log"))

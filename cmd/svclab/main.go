@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/namespaces"
 	_ "github.com/svclab/svclab/lab/proxy/iptables" // registers mode "iptables"
 	_ "github.com/svclab/svclab/lab/proxy/ipvs"     // registers mode "ipvs"
 	_ "github.com/svclab/svclab/lab/proxy/nftables" // registers mode "nftables"
@@ -62,7 +62,7 @@ the built-in web.yaml is used.`,
 	var ue usageError
 	var te topology.ErrorList
 	switch {
-	case errors.As(err, &ue), errors.Is(err, lab.ErrPrivileges), errors.As(err, &te):
+	case errors.As(err, &ue), errors.Is(err, namespaces.ErrPrivileges), errors.As(err, &te):
 		os.Exit(exitUsage)
 	}
 	os.Exit(exitFailed)

@@ -23,7 +23,7 @@ func newDownCommand() *cobra.Command {
 		Short: "Tear a lab down (LAB is its ID, or its name if only one lab has it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(_ *cobra.Command, args []string) error {
-			if err := lab.CheckPrivileges(); err != nil {
+			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
 			}
 			r, err := record.Find(record.DefaultDir, args[0])
@@ -89,7 +89,7 @@ func newCleanCommand() *cobra.Command {
 		Short: "Remove what killed labs left behind (every svclab namespace no running lab owns)",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			if err := lab.CheckPrivileges(); err != nil {
+			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
 			}
 			rep, err := record.Clean(record.DefaultDir, all)
@@ -119,7 +119,7 @@ func newExecCommand() *cobra.Command {
 			if cmd.ArgsLenAtDash() != 2 {
 				return usage(errors.New("usage: svclab exec LAB MEMBER -- COMMAND [ARGS...]"))
 			}
-			if err := lab.CheckPrivileges(); err != nil {
+			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
 			}
 			r, err := record.Find(record.DefaultDir, args[0])

@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/version"
@@ -24,14 +25,14 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 	fmt.Fprintln(tw, "MEMBER\tKIND\tADDRESS\tNODE\tNETNS")
 	var pod, node string
 	for _, m := range l.Members() {
-		if m.Kind == lab.KindFabric {
+		if m.Kind == member.KindFabric {
 			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Name, m.Kind, m.IP, m.Node, m.NetNS)
-		if m.Kind == lab.KindPod && pod == "" {
+		if m.Kind == member.KindPod && pod == "" {
 			pod = m.Name
 		}
-		if m.Kind == lab.KindNode && node == "" {
+		if m.Kind == member.KindNode && node == "" {
 			node = m.Name
 		}
 	}

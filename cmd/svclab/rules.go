@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
@@ -71,7 +72,7 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 // installedRules prints what the nodes of the running lab id hold, as the lab's
 // mode lists it (iptables-save, nft list table, ipvsadm -Ln).
 func installedRules(out io.Writer, id, node string) error {
-	if err := lab.CheckPrivileges(); err != nil {
+	if err := namespaces.CheckPrivileges(); err != nil {
 		return err
 	}
 	r, err := record.Find(record.DefaultDir, id)
@@ -84,7 +85,7 @@ func installedRules(out io.Writer, id, node string) error {
 	}
 	found := false
 	for _, m := range r.Members {
-		if m.Kind != lab.KindNode || (node != "" && m.Name != node) {
+		if m.Kind != member.KindNode || (node != "" && m.Name != node) {
 			continue
 		}
 		found = true

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
@@ -52,7 +53,7 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 			if m, _ := proxy.Lookup(f.mode); f.proxyImpl != proxyKubeProxy && m.HasProxier() != nil {
 				return usage(m.HasProxier())
 			}
-			if err := lab.CheckPrivileges(); err != nil {
+			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
 			}
 			if foreground {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/verify"
@@ -82,7 +83,7 @@ without building anything.`,
 				}
 				return printReport(cmd.OutOrStdout(), rep, asJSON)
 			}
-			if err := lab.CheckPrivileges(); err != nil {
+			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
 			}
 			here, inVM, err := splitRuns(runs, noVM)

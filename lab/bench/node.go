@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
@@ -85,7 +86,7 @@ func upNode(ctx context.Context, name string, maxE int, pc proberConfig, control
 		return n, err
 	}
 	n.client = cm.NetNS
-	var pods [2]*lab.Member
+	var pods [2]*member.Member
 	for i, name := range []string{backendPod, otherPod} {
 		if pods[i], err = l.Member(name); err != nil {
 			return n, err

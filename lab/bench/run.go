@@ -7,7 +7,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 )
 
@@ -19,7 +19,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	if err := lab.CheckPrivileges(); err != nil {
+	if err := namespaces.CheckPrivileges(); err != nil {
 		return nil, err
 	}
 	measured, err := c.Measured()

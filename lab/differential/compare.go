@@ -10,33 +10,39 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 )
 
-// Options say which mode to compare.
+// Lab is what the check needs of a running lab (a *lab.Lab is one); the
+// caller builds the labs, so this package does not import the one that does.
+type Lab interface {
+	Mode() string
+	Topology() *topology.Topology
+	ProxyConfig() proxy.Config
+	Member(name string) (*member.Member, error)
+	Down() error
+}
+
+// Options say which mode to compare and how to build its labs.
 type Options struct {
 	// Mode is a mode both svclab's proxiers and kube-proxy run (iptables, ipvs).
 	Mode string
-	// Backend is the xtables backend both use.
-	Backend string
-	// KubeBinary is the component binary; empty finds or builds it.
-	KubeBinary string
-	// Log receives the labs' progress; nil discards it.
-	Log io.Writer
+	// Up builds t in Mode behind a real API server: with the real kube-proxy in
+	// every node when kubeProxy is set, else with svclab's proxier.
+	Up func(ctx context.Context, t *topology.Topology, kubeProxy bool) (Lab, error)
 }
 
 // Pair is one lab state programmed twice.
 type Pair struct {
-	KubeProxy, Svclab *lab.Lab
+	KubeProxy, Svclab Lab
 }
 
 // UpPair builds t with the real kube-proxy, then again with svclab's proxier,
@@ -51,10 +57,7 @@ func UpPair(ctx context.Context, t *topology.Topology, o Options) (*Pair, error)
 	if err := m.HasProxier(); err != nil {
 		return nil, fmt.Errorf("differential check of %s: %w", t.Name, err)
 	}
-	base := lab.Options{Mode: o.Mode, Proxy: proxy.Config{Backend: o.Backend}, KubeBinary: o.KubeBinary, Log: o.Log}
-	kpOpts := base
-	kpOpts.KubeProxy = &lab.KubeProxyOptions{}
-	kp, err := lab.Up(ctx, t, kpOpts)
+	kp, err := o.Up(ctx, t, true)
 	if err != nil {
 		return nil, fmt.Errorf("lab %s with kube-proxy: %w", t.Name, err)
 	}
@@ -62,9 +65,7 @@ func UpPair(ctx context.Context, t *topology.Topology, o Options) (*Pair, error)
 	if err := pinned.SetServices(userServices(pinned)); err != nil {
 		return nil, errors.Join(fmt.Errorf("lab %s: pinning kube-proxy's allocations: %w", t.Name, err), kp.Down())
 	}
-	own := base
-	own.ControlPlane = true
-	sv, err := lab.Up(ctx, pinned, own)
+	sv, err := o.Up(ctx, pinned, false)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("lab %s with svclab's proxier: %w", t.Name, err), kp.Down())
 	}
@@ -131,20 +132,20 @@ func (p *Pair) Diff() ([]NodeDiff, error) {
 
 // Snapshot is what a node of l holds in l's mode (the mode's Rules commands),
 // normalized, one section per command.
-func Snapshot(l *lab.Lab, node string) (string, error) {
-	m, err := proxy.Lookup(l.Mode())
+func Snapshot(l Lab, node string) (string, error) {
+	mode, err := proxy.Lookup(l.Mode())
 	if err != nil {
 		return "", err
 	}
-	member, err := l.Member(node)
+	n, err := l.Member(node)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
-	for _, argv := range m.Rules(l.ProxyConfig()) {
-		out, err := namespaces.Output(member.NetNS, argv...)
+	for _, argv := range mode.Rules(l.ProxyConfig()) {
+		out, err := namespaces.Output(n.NetNS, argv...)
 		if err != nil {
-			return "", fmt.Errorf("lab %s node %s: %s: %w", l.ID, node, strings.Join(argv, " "), err)
+			return "", fmt.Errorf("node %s: %s: %w", node, strings.Join(argv, " "), err)
 		}
 		fmt.Fprintf(&b, "### %s\n%s", strings.Join(argv, " "), Normalize(argv, string(out)))
 	}

@@ -10,7 +10,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/vm"
 )
 
@@ -67,7 +67,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	var rep Report
 	rep.HostKernel = vm.HostKernelRelease()
-	privileged := lab.CheckPrivileges() == nil
+	privileged := namespaces.CheckPrivileges() == nil
 	features, ns, err := probeKernel(ctx, privileged)
 	if err != nil {
 		return rep, err

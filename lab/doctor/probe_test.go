@@ -10,7 +10,6 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 )
@@ -52,7 +51,7 @@ func rootLinks(t *testing.T) []string {
 // every feature present or missing unless a prerequisite is missing, and IPVS
 // present exactly when the kernel shows /proc/net/ip_vs.
 func TestProbeKernel(t *testing.T) {
-	if err := lab.CheckPrivileges(); err != nil {
+	if err := namespaces.CheckPrivileges(); err != nil {
 		t.Fatalf("this test creates a network namespace and must run as root: %v", err)
 	}
 	self, err := os.Readlink("/proc/self/ns/net")
@@ -122,7 +121,7 @@ func TestProbeKernel(t *testing.T) {
 // TestRunJudgesEveryMode runs the whole doctor as root: every registered mode
 // gets a verdict, and the report's OK matches them.
 func TestRunJudgesEveryMode(t *testing.T) {
-	if err := lab.CheckPrivileges(); err != nil {
+	if err := namespaces.CheckPrivileges(); err != nil {
 		t.Fatalf("this test creates a network namespace and must run as root: %v", err)
 	}
 	rep, err := Run(context.Background(), Options{CacheDir: t.TempDir()})
@@ -151,7 +150,7 @@ func TestRunJudgesEveryMode(t *testing.T) {
 // TestProbeRemovesItsNamespaceOnError: a probe cut short (Ctrl-C cancels its
 // context) still removes its namespace.
 func TestProbeRemovesItsNamespaceOnError(t *testing.T) {
-	if err := lab.CheckPrivileges(); err != nil {
+	if err := namespaces.CheckPrivileges(); err != nil {
 		t.Fatalf("this test creates a network namespace and must run as root: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())

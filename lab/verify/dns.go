@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
@@ -130,7 +130,7 @@ func deriveLookups(t *topology.Topology, mod *model, rules semantics, ports []pr
 		if p.Component != "" {
 			continue
 		}
-		src := Source{Name: p.Name, Kind: lab.KindPod, IP: p.IP, Node: p.Node}
+		src := Source{Name: p.Name, Kind: member.KindPod, IP: p.IP, Node: p.Node}
 		questions := questionsFor(t, p.Namespace, readyAddrs, ports)
 		for _, proto := range []string{"UDP", "TCP"} {
 			dnsPort, ok := dnsPorts[proto]

@@ -12,7 +12,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -39,7 +38,7 @@ func (lk Lookup) planned(label string) Check {
 }
 
 // executeLookups makes the plan's DNS checks, a few at a time.
-func executeLookups(ctx context.Context, l *lab.Lab, lookups []Lookup, label string) ([]Check, error) {
+func executeLookups(ctx context.Context, l Lab, lookups []Lookup, label string) ([]Check, error) {
 	checks := make([]Check, len(lookups))
 	configs := map[string]*dns.ClientConfig{}
 	netns := make([]string, len(lookups))

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
@@ -19,7 +19,7 @@ import (
 // Source is a lab member a flow starts from.
 type Source struct {
 	Name string
-	Kind string // lab.KindPod, lab.KindNode or lab.KindClient
+	Kind string // member.KindPod, member.KindNode or member.KindClient
 	IP   netip.Addr
 	// Node is the node a pod runs on, or the node itself.
 	Node string
@@ -195,7 +195,7 @@ type choice struct {
 // the client's own address when its replies come back through the translating
 // node, and not at all otherwise.
 func (m *model) expect(s semantics, src Source, port proxy.ServicePort, tgt Target) Expectation {
-	if src.Kind == lab.KindClient && tgt.isClusterIP() {
+	if src.Kind == member.KindClient && tgt.isClusterIP() {
 		return Expectation{Outcome: traffic.Unreachable, Why: "ClusterIPs are not routed outside the cluster"}
 	}
 	if tgt.External != "" {
@@ -249,5 +249,5 @@ func (m *model) returnsThrough(d string, src Source, e proxy.Endpoint) bool {
 	if m.nodeOf(e) == d {
 		return true
 	}
-	return (src.Kind == lab.KindPod || src.Kind == lab.KindNode) && src.Node == d
+	return (src.Kind == member.KindPod || src.Kind == member.KindNode) && src.Node == d
 }

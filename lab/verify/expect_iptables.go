@@ -3,7 +3,7 @@ package verify
 import (
 	"net/netip"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
 	"github.com/svclab/svclab/lab/version"
@@ -23,9 +23,9 @@ func (iptablesRules) view(sp proxy.ServicePort, v version.Version) proxy.Service
 
 func (iptablesRules) choose(m *model, f flowAt) choice {
 	src, sp, c, d := f.src, f.sp, f.c, f.d
-	fromPod := src.Kind == lab.KindPod && m.cluster.ClusterCIDR.Contains(src.IP)
+	fromPod := src.Kind == member.KindPod && m.cluster.ClusterCIDR.Contains(src.IP)
 	// srcLocal: the packet's source is an address of d (the node itself).
-	srcLocal := src.Kind == lab.KindNode && src.Node == d
+	srcLocal := src.Kind == member.KindNode && src.Node == d
 	if !c.HasAny {
 		if f.tgt.External != "" && srcLocal {
 			// KUBE-EXTERNAL-SERVICES is jumped to from INPUT and FORWARD only, and

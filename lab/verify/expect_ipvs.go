@@ -3,7 +3,7 @@ package verify
 import (
 	"net/netip"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
 	"github.com/svclab/svclab/lab/version"
@@ -68,7 +68,7 @@ func (ipvsRules) choose(m *model, f flowAt) choice {
 		// The source the KUBE-CLUSTER-IP rule sees: a node's connection to a
 		// ClusterIP, a local address, leaves from that address.
 		seen := src.IP
-		if src.Kind == lab.KindNode {
+		if src.Kind == member.KindNode {
 			seen = sp.ClusterIP
 		}
 		switch {
@@ -77,7 +77,7 @@ func (ipvsRules) choose(m *model, f flowAt) choice {
 		case m.cluster.ClusterCIDR.IsValid():
 			masq = !m.cluster.ClusterCIDR.Contains(seen)
 		default:
-			masq = src.Kind == lab.KindNode
+			masq = src.Kind == member.KindNode
 		}
 		if masq {
 			why += ", masqueraded (KUBE-CLUSTER-IP)"
@@ -99,7 +99,7 @@ func (ipvsRules) choose(m *model, f flowAt) choice {
 // address; its endpoints reply to it, and a reply that reaches another node
 // ends there.
 func (ipvsRules) replyAddr(src Source, tgt Target) (netip.Addr, bool) {
-	if src.Kind == lab.KindNode && tgt.External != "" {
+	if src.Kind == member.KindNode && tgt.External != "" {
 		return tgt.Addr.Addr(), true
 	}
 	return src.IP, false
@@ -114,7 +114,7 @@ func (ipvsRules) admits(_ *model, src Source, sp *proxy.ServicePort, _ proxy.Cat
 	if inRanges(sp.SourceRanges, src.IP) {
 		return true, ""
 	}
-	if src.Kind == lab.KindNode {
+	if src.Kind == member.KindNode {
 		return false, "the node's address is outside loadBalancerSourceRanges: KUBE-IPVS-OUT-FILTER drops its connections from the IP to itself"
 	}
 	return false, "source " + src.IP.String() + " is outside loadBalancerSourceRanges: KUBE-SOURCE-RANGES-FIREWALL drops it"

@@ -7,7 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -63,7 +63,7 @@ func (m *model) expectExternal(s semantics, src Source, port proxy.ServicePort, 
 // entries are the nodes a flow to tgt enters the cluster at, each as likely, and
 // how it gets there.
 func (m *model) entries(src Source, port proxy.ServicePort, tgt Target) ([]string, string) {
-	if src.Kind != lab.KindClient {
+	if src.Kind != member.KindClient {
 		return []string{src.Node}, ""
 	}
 	switch tgt.External {

@@ -1,7 +1,7 @@
 package verify
 
 import (
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -16,7 +16,7 @@ type nftablesRules struct{ iptablesRules }
 // its no-endpoint-services map, which holds those addresses too (the iptables
 // mode's KUBE-EXTERNAL-SERVICES is not jumped to from OUTPUT).
 func (n nftablesRules) choose(m *model, f flowAt) choice {
-	srcLocal := f.src.Kind == lab.KindNode && f.src.Node == f.d
+	srcLocal := f.src.Kind == member.KindNode && f.src.Node == f.d
 	if !f.c.HasAny && f.tgt.External != "" && srcLocal {
 		return choice{none: traffic.Refused, why: "no endpoints: the node's own packet to an " + f.tgt.External + " address is rejected in filter-output (no-endpoint-services holds it)"}
 	}

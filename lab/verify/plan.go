@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/version"
@@ -53,7 +53,7 @@ func Derive(t *topology.Topology, m proxy.Model, c proxy.Config) Plan {
 	rules := mustSemantics(m)
 	// Echo flows start from the lab's own pods and go to the Services whose
 	// endpoints are svclab's servers; the cluster DNS has its checks below.
-	sources := slices.DeleteFunc(sourcesOf(t), func(s Source) bool { return s.Kind == lab.KindPod && isComponent(t, s.IP) })
+	sources := slices.DeleteFunc(sourcesOf(t), func(s Source) bool { return s.Kind == member.KindPod && isComponent(t, s.IP) })
 	plan := Plan{Model: m}
 	ports := proxy.FromObjects(t.Services, t.EndpointSlices())
 	for _, sp := range ports {
@@ -98,13 +98,13 @@ func Derive(t *topology.Topology, m proxy.Model, c proxy.Config) Plan {
 func sourcesOf(t *topology.Topology) []Source {
 	var sources []Source
 	for _, n := range t.Nodes {
-		sources = append(sources, Source{Name: n.Name, Kind: lab.KindNode, IP: n.IP, Node: n.Name})
+		sources = append(sources, Source{Name: n.Name, Kind: member.KindNode, IP: n.IP, Node: n.Name})
 	}
 	for _, p := range t.Pods {
-		sources = append(sources, Source{Name: p.Name, Kind: lab.KindPod, IP: p.IP, Node: p.Node})
+		sources = append(sources, Source{Name: p.Name, Kind: member.KindPod, IP: p.IP, Node: p.Node})
 	}
 	for _, c := range t.Clients {
-		sources = append(sources, Source{Name: c.Name, Kind: lab.KindClient, IP: c.IP})
+		sources = append(sources, Source{Name: c.Name, Kind: member.KindClient, IP: c.IP})
 	}
 	return sources
 }

@@ -11,8 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -71,9 +72,20 @@ type Check struct {
 	Why      string `json:"why"`
 }
 
+// Lab is what verify needs of a running lab (a *lab.Lab is one): verify only
+// reads a lab, so it does not import the package that builds one.
+type Lab interface {
+	Mode() string
+	Topology() *topology.Topology
+	ProxyConfig() proxy.Config
+	Member(name string) (*member.Member, error)
+	// PodResolvConf is the pod's own resolv.conf, nil when it keeps the host's.
+	PodResolvConf(pod string) ([]byte, error)
+}
+
 // Run checks every flow Derive plans for the lab as it is, under its mode's
 // semantics; label names the run in each check (e.g. "iptables-nft").
-func Run(ctx context.Context, l *lab.Lab, label string) ([]Check, error) {
+func Run(ctx context.Context, l Lab, label string) ([]Check, error) {
 	m, err := ModelOf(l.Mode())
 	if err != nil {
 		return nil, err
@@ -83,13 +95,13 @@ func Run(ctx context.Context, l *lab.Lab, label string) ([]Check, error) {
 
 // Execute checks every flow of plan p with real connections in the running lab l,
 // a few flows at a time; label names the run in each check.
-func Execute(ctx context.Context, l *lab.Lab, p Plan, label string) ([]Check, error) {
+func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) {
 	m, err := ModelOf(l.Mode())
 	if err != nil {
 		return nil, err
 	}
 	if m != p.Model {
-		return nil, fmt.Errorf("verify: lab %s runs mode %s (%v), the plan is for the %v", l.ID, l.Mode(), m, p.Model)
+		return nil, fmt.Errorf("verify: the lab runs mode %s (%v), the plan is for the %v", l.Mode(), m, p.Model)
 	}
 	flows := p.Flows
 	netns := make([]string, len(flows))
