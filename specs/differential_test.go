@@ -31,7 +31,7 @@ const corpusServices = 30
 // with the component binary at hand, and the modes it compares are the suite's.
 var _ = Describe("The differential check: svclab's proxier against kube-proxy", Label("differential"), func() {
 	for _, m := range ownModes() {
-		if !selected(kubeProxyPrefix + m.label) {
+		if !selected(proxy.KubeProxyPrefix + m.label) {
 			continue
 		}
 		o := differential.Options{Mode: m.mode.Name, Up: func(ctx context.Context, t *topology.Topology, kubeProxy bool) (differential.Lab, error) {
@@ -61,7 +61,7 @@ var _ = Describe("The differential check: svclab's proxier against kube-proxy", 
 			}})
 		}
 		for _, tc := range labs {
-			Context(tc.name+", "+m.label, Ordered, Label(m.label, kubeProxyPrefix+m.label), func() {
+			Context(tc.name+", "+m.label, Ordered, Label(m.label, proxy.KubeProxyPrefix+m.label), func() {
 				var p *differential.Pair
 				BeforeAll(func() {
 					p = upPair(tc.topo(), o)

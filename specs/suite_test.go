@@ -125,56 +125,29 @@ func ownModes() []modeCase {
 // tree: nothing is filtered out or skipped later.
 var modes = modesFromEnv()
 
-// kubeProxyPrefix labels a mode the real kube-proxy runs, as svclab verify
-// labels it.
-const kubeProxyPrefix = "kube-proxy-"
-
-// modesFromEnv reads SVCLAB_MODES, labels of the registered modes in each
-// variant: "iptables-nft", "ipvs" for svclab's proxiers, "kube-proxy-nftables",
-// "kube-proxy-iptables-legacy" for the real kube-proxy. By default every mode of
-// svclab's proxiers this kernel can run: the kube-proxy modes need the component
-// binary, minutes to build the first time, so they run when asked for.
+// modesFromEnv reads SVCLAB_MODES, labels of runs (proxy.ParseRun):
+// "iptables-nft", "ipvs" for svclab's proxiers, "kube-proxy-nftables",
+// "kube-proxy-iptables-legacy" for the real kube-proxy. By default every run of
+// svclab's proxiers this kernel can make: the kube-proxy modes need the
+// component binary, minutes to build the first time, so they run when asked for.
 func modesFromEnv() []modeCase {
-	all := map[string]modeCase{}
-	// notOwn are the modes only the real kube-proxy runs.
-	notOwn := map[string]error{}
-	var known, runnable []string
-	for _, name := range proxy.Modes() {
-		m, _ := proxy.Lookup(name)
-		variants := m.Variants
-		if len(variants) == 0 {
-			variants = []proxy.Variant{{}}
-		}
-		for _, v := range variants {
-			label := m.Label(v)
-			kp := kubeProxyPrefix + label
-			all[kp] = modeCase{label: kp, mode: m, backend: v.Backend, kubeProxy: true}
-			known = append(known, kp)
-			if err := m.HasProxier(); err != nil {
-				notOwn[label] = err
-				continue
-			}
-			all[label] = modeCase{label: label, mode: m, backend: v.Backend}
-			known = append(known, label)
-			if m.Available() == nil {
-				runnable = append(runnable, label)
-			}
-		}
-	}
-	labels := runnable
+	var labels []string
 	if env := os.Getenv("SVCLAB_MODES"); env != "" {
 		labels = strings.Split(env, ",")
+	} else {
+		for _, r := range proxy.Runs(false) {
+			if r.Mode.Available() == nil {
+				labels = append(labels, r.Label())
+			}
+		}
 	}
 	var out []modeCase
 	for _, l := range labels {
-		m, ok := all[strings.TrimSpace(l)]
-		if err := notOwn[strings.TrimSpace(l)]; err != nil {
-			panic(fmt.Sprintf("SVCLAB_MODES: %v: list it as %s%s", err, kubeProxyPrefix, strings.TrimSpace(l)))
+		r, err := proxy.ParseRun(l)
+		if err != nil {
+			panic(fmt.Sprintf("SVCLAB_MODES: %v", err))
 		}
-		if !ok {
-			panic(fmt.Sprintf("SVCLAB_MODES: unknown mode %q (known: %s)", l, strings.Join(known, ", ")))
-		}
-		out = append(out, m)
+		out = append(out, modeCase{label: r.Label(), mode: r.Mode, backend: r.Variant.Backend, kubeProxy: r.KubeProxy})
 	}
 	return out
 }

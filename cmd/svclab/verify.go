@@ -207,10 +207,7 @@ func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
 			if err != nil {
 				return nil, err
 			}
-			label := m.Label(v)
-			if kubeProxy {
-				label = proxyKubeProxy + "-" + label
-			}
+			label := proxy.Run{Mode: m, Variant: v, KubeProxy: kubeProxy}.Label()
 			runs = append(runs, run{label: label, opts: o, plan: p})
 		}
 	}

@@ -191,7 +191,7 @@ func (c *Config) Validate() error {
 		errs = append(errs, err)
 	} else {
 		errs = append(errs, unclaimed("method", c.Methods, measured, func(m proxy.Mode) []string { return m.Methods })...)
-		errs = append(errs, unclaimed("backend", c.Backends, measured, variantNames)...)
+		errs = append(errs, unclaimed("backend", c.Backends, measured, proxy.Mode.VariantNames)...)
 	}
 	if c.Reps < 1 || c.MinReps < 1 || c.OverheadPairs < 1 || c.Connects < 1 {
 		errs = append(errs, errors.New("reps, minimum reps, overhead pairs and connects must be at least 1"))

@@ -103,7 +103,7 @@ func (c *Config) SetModes(modes []string) {
 		return out
 	}
 	c.Methods = keep(c.Methods, func(m proxy.Mode) []string { return m.Methods })
-	c.Backends = keep(c.Backends, variantNames)
+	c.Backends = keep(c.Backends, proxy.Mode.VariantNames)
 }
 
 // unclaimed are errors for the items of list (methods or backends) that no
@@ -142,14 +142,6 @@ func measurableModes() []string {
 	return out
 }
 
-func variantNames(m proxy.Mode) []string {
-	names := make([]string, len(m.Variants))
-	for i, v := range m.Variants {
-		names[i] = v.Name
-	}
-	return names
-}
-
 // eachMode collects pick's items over modes, each once, in order.
 func eachMode(modes []string, pick func(proxy.Mode) []string) []string {
 	var out []string
@@ -171,7 +163,7 @@ func allMethods(modes []string) []string {
 	return eachMode(modes, func(m proxy.Mode) []string { return m.Methods })
 }
 
-func allVariants(modes []string) []string { return eachMode(modes, variantNames) }
+func allVariants(modes []string) []string { return eachMode(modes, proxy.Mode.VariantNames) }
 
 // defaultMethods are each mode's default method, its first.
 func defaultMethods(modes []string) []string {
@@ -179,7 +171,7 @@ func defaultMethods(modes []string) []string {
 }
 
 func firstVariants(modes []string) []string {
-	return eachMode(modes, func(m proxy.Mode) []string { return variantNames(m)[:min(1, len(m.Variants))] })
+	return eachMode(modes, func(m proxy.Mode) []string { return m.VariantNames()[:min(1, len(m.Variants))] })
 }
 
 // KubeProxySubjects are the lines of the real kube-proxy a run of c draws:
@@ -194,12 +186,12 @@ func (c Config) KubeProxySubjects() ([]Subject, error) {
 		}
 		var vs []string
 		for _, b := range c.Backends {
-			if slices.Contains(variantNames(m), b) {
+			if slices.Contains(m.VariantNames(), b) {
 				vs = append(vs, b)
 			}
 		}
 		if len(vs) == 0 {
-			vs = variantNames(m)[:min(1, len(m.Variants))]
+			vs = m.VariantNames()[:min(1, len(m.Variants))]
 		}
 		if len(vs) == 0 {
 			vs = []string{""}
