@@ -162,14 +162,17 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 }
 
 func newLab(t *topology.Topology, o Options) (*Lab, error) {
-	t = t.Clone()
-	if o.ControlPlane || o.KubeProxy != nil {
-		if err := t.EnableControlPlane(); err != nil {
-			return nil, err
+	t, m, c, err := Prepare(t, o)
+	if err != nil {
+		return nil, err
+	}
+	if o.Mode != "" {
+		if err := m.Available(); err != nil {
+			return nil, fmt.Errorf("mode %s: %w", m.Name, err)
 		}
 	}
 	l := &Lab{
-		opts: o, topo: t, dir: o.RecordDir,
+		opts: o, topo: t, dir: o.RecordDir, mode: m,
 		members:  map[string]*member.Member{},
 		proxiers: map[string]proxy.Proxier{},
 		health:   map[string]*proxy.HealthServer{},
@@ -177,32 +180,6 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	}
 	if l.dir == "" {
 		l.dir = record.DefaultDir
-	}
-	if o.Mode != "" {
-		m, err := proxy.Lookup(o.Mode)
-		if err != nil {
-			return nil, err
-		}
-		if o.KubeProxy == nil {
-			if err := m.HasProxier(); err != nil {
-				return nil, err
-			}
-		}
-		if err := m.Available(); err != nil {
-			return nil, fmt.Errorf("mode %s: %w", m.Name, err)
-		}
-		l.mode = m
-	}
-	c, err := ConfigOf(t, o)
-	if err != nil {
-		return nil, err
-	}
-	if o.KubeProxy == nil {
-		// svclab's proxiers refuse what they do not reproduce; the real
-		// kube-proxy takes its whole configuration.
-		if err := c.Validate(); err != nil {
-			return nil, err
-		}
 	}
 	l.config = c
 	l.RunID = o.RunID

@@ -217,25 +217,19 @@ func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
 // planFor is what a run of topology t with options o checks: the flows file's
 // flows, or every flow of the topology.
 func planFor(t *topology.Topology, o lab.Options, flows string) (verify.Plan, error) {
+	// The lab the run would build (with a control plane, and so with its
+	// cluster DNS, whose checks the plan holds), refused as the run refuses it.
+	t, _, c, err := lab.Prepare(t, o)
+	if err != nil {
+		return verify.Plan{}, usage(err)
+	}
 	m, err := verify.ModelOf(o.Mode)
 	if err != nil {
 		return verify.Plan{}, usage(err)
 	}
-	if o.ControlPlane || o.KubeProxy != nil {
-		// The lab the run builds: with a control plane, and so with its
-		// cluster DNS, whose checks the plan holds.
-		t = t.Clone()
-		if err := t.EnableControlPlane(); err != nil {
-			return verify.Plan{}, usage(err)
-		}
-	}
 	if flows != "" {
 		p, err := loadFlows(flows, t, m)
 		return p, usage(err)
-	}
-	c, err := lab.ConfigOf(t, o)
-	if err != nil {
-		return verify.Plan{}, usage(err)
 	}
 	return verify.Derive(t, m, c), nil
 }
