@@ -142,6 +142,9 @@ func file(dir, id string) string { return filepath.Join(dir, id+".json") }
 // RunDir is the lab's private directory for lock and state files.
 func RunDir(dir, id string) string { return filepath.Join(dir, id) }
 
+// Write records r in dir, atomically: through a temporary file named after
+// the writing process (so that `clean` leaves it to a writer that still
+// runs), removed if the write fails.
 func Write(dir string, r *Lab) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("record lab %s: %w", r.ID, err)
@@ -150,14 +153,34 @@ func Write(dir string, r *Lab) error {
 	if err != nil {
 		return err
 	}
-	tmp := file(dir, r.ID) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("record lab %s: %w", r.ID, err)
+	tmp := fmt.Sprintf("%s.%d%s", file(dir, r.ID), os.Getpid(), tmpSuffix)
+	err = os.WriteFile(tmp, b, 0o644)
+	if err == nil {
+		err = os.Rename(tmp, file(dir, r.ID))
 	}
-	if err := os.Rename(tmp, file(dir, r.ID)); err != nil {
+	if err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("record lab %s: %w", r.ID, err)
 	}
 	return nil
+}
+
+// tmpSuffix ends a record being written: ID.json.PID.tmp.
+const tmpSuffix = ".tmp"
+
+// tmpOf tells whether name is a record being written, and whose (the lab's
+// ID) by which process (0 when the name, of an older svclab, does not say).
+func tmpOf(name string) (id string, writer int, ok bool) {
+	rest, ok := strings.CutSuffix(name, tmpSuffix)
+	if !ok {
+		return "", 0, false
+	}
+	if i := strings.LastIndexByte(rest, '.'); i >= 0 {
+		if pid, err := strconv.Atoi(rest[i+1:]); err == nil {
+			writer, rest = pid, rest[:i]
+		}
+	}
+	return strings.TrimSuffix(rest, ".json"), writer, true
 }
 
 func Remove(dir, id string) error {

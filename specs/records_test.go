@@ -1,0 +1,93 @@
+package specs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/record"
+)
+
+// deadLab records a lab whose owner is gone, with namespaces for `svclab
+// clean` to remove: what a killed `svclab up` leaves. It returns the first
+// namespace clean removes.
+func deadLab(i int) (first string) {
+	r := &record.Lab{ID: fmt.Sprintf("racedead-%d", i), Name: "racedead", RunID: fmt.Sprint(i), Created: time.Now(),
+		Owner: record.Process{PID: 0}}
+	for _, m := range []string{"fabric", "node-1", "node-2", "pod-a", "pod-b"} {
+		ns := fmt.Sprintf("%sracedead-%s-%d", record.NamespacePrefix, m, i)
+		Expect(namespaces.Create(ns)).To(Succeed())
+		r.Members = append(r.Members, record.Member{Name: m, Kind: lab.KindPod, NetNS: ns})
+	}
+	Expect(record.Write(record.DefaultDir, r)).To(Succeed())
+	return r.Members[0].NetNS
+}
+
+var _ = Describe("Lab records", Label("records"), func() {
+	// `clean` removing dead labs while `up` builds a new one: clean must never
+	// touch the lab being built, and up must never report a lab that is not
+	// whole. 50 races, up started 0 to 10 ms after clean, or as clean starts
+	// removing the dead lab.
+	It("never lets `svclab clean` break a lab `up` is building", func() {
+		small := parse("race", `
+name: race
+clusterCIDR: 10.244.0.0/16
+serviceCIDR: 10.96.0.0/12
+nodes:
+  - {name: node-1, ip: 192.168.1.10, podCIDR: 10.244.1.0/24}
+pods:
+  - {name: p, node: node-1, ip: 10.244.1.10}
+`)
+		const races = 50
+		broken, cleanFailed := 0, 0
+		for i := range races {
+			first := deadLab(i)
+			var out bytes.Buffer
+			clean := exec.Command(svclabBin, "clean")
+			clean.Stdout, clean.Stderr = &out, &out
+			Expect(clean.Start()).To(Succeed())
+			if i%2 == 0 {
+				time.Sleep(time.Duration(i%11) * time.Millisecond)
+			} else {
+				// Right inside the window: clean has read the records and
+				// is removing the dead lab's namespaces.
+				Eventually(func() bool { return namespaces.Exists(first) }).WithTimeout(10 * time.Second).WithPolling(100 * time.Microsecond).Should(BeFalse())
+			}
+			l, upErr := lab.Up(context.Background(), small, lab.Options{})
+			if err := clean.Wait(); err != nil {
+				cleanFailed++
+				GinkgoWriter.Printf("race %d: clean failed: %v\n%s\n", i, err, out.String())
+			}
+			switch {
+			case upErr != nil:
+				broken++
+				GinkgoWriter.Printf("race %d: up failed: %v\n", i, upErr)
+			default:
+				var gone []string
+				for _, m := range l.Members() {
+					if !namespaces.Exists(m.NetNS) {
+						gone = append(gone, m.NetNS)
+					}
+				}
+				if len(gone) > 0 {
+					broken++
+					GinkgoWriter.Printf("race %d: up succeeded, namespaces gone: %v\n%s\n", i, gone, out.String())
+				}
+				Expect(l.Down()).To(Succeed())
+			}
+		}
+		Expect(broken).To(BeZero(), "%d of %d races left a broken lab", broken, races)
+		Expect(cleanFailed).To(BeZero(), "clean failed in %d of %d races", cleanFailed, races)
+		out, err := runSvclab("clean")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(namespaces.List(record.NamespacePrefix + "racedead-")).To(BeEmpty())
+		Expect(namespaces.List(record.NamespacePrefix + "race-")).To(BeEmpty())
+	})
+})
