@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -89,5 +92,35 @@ pods:
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(namespaces.List(record.NamespacePrefix + "racedead-")).To(BeEmpty())
 		Expect(namespaces.List(record.NamespacePrefix + "race-")).To(BeEmpty())
+	})
+
+	// One unparsable record must not block the others: ls warns naming it and
+	// lists the rest, down works on another lab, clean removes it.
+	It("goes on past a corrupt record, and `svclab clean` removes it", func() {
+		bad := filepath.Join(record.DefaultDir, "broken-zzzz.json")
+		Expect(os.MkdirAll(record.DefaultDir, 0o755)).To(Succeed())
+		Expect(os.WriteFile(bad, []byte(`{"id": "broken-zz`), 0o644)).To(Succeed())
+		DeferCleanup(func() { os.Remove(bad) })
+		out, err := runSvclab("up", "-f", "web")
+		Expect(err).NotTo(HaveOccurred(), out)
+		id := strings.Fields(strings.SplitN(out, "Lab ", 2)[1])[0]
+		DeferCleanup(func() { runSvclab("down", id) })
+
+		cmd := exec.Command(svclabBin, "ls")
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		stdout, err := cmd.Output()
+		Expect(err).NotTo(HaveOccurred(), stderr.String())
+		Expect(string(stdout)).To(ContainSubstring(id))
+		Expect(stderr.String()).To(ContainSubstring("warning: lab record " + bad + " is corrupt"))
+
+		out, err = runSvclab("down", id)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(labNamespaces("web", strings.TrimPrefix(id, "web-"))).To(BeEmpty())
+
+		out, err = runSvclab("clean")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("removed corrupt record " + bad))
+		Expect(bad).NotTo(BeAnExistingFile())
 	})
 })

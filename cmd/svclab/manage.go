@@ -63,9 +63,12 @@ func newLsCommand() *cobra.Command {
 		Short: "List labs",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			recs, err := record.List(record.DefaultDir)
+			recs, bad, err := record.Scan(record.DefaultDir)
 			if err != nil {
 				return err
+			}
+			for _, c := range bad {
+				fmt.Fprintf(os.Stderr, "svclab: warning: %v\n", c)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "LAB\tNAME\tMODE\tMEMBERS\tOWNER\tAGE\tSOURCE")
@@ -95,6 +98,9 @@ func newCleanCommand() *cobra.Command {
 			rep, err := record.Clean(record.DefaultDir, all)
 			for _, id := range rep.Labs {
 				fmt.Printf("removed lab %s\n", id)
+			}
+			for _, p := range rep.Corrupt {
+				fmt.Printf("removed corrupt record %s\n", p)
 			}
 			fmt.Printf("removed %d namespace(s)\n", len(rep.Namespaces))
 			for _, id := range rep.Running {

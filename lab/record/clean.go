@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -21,11 +22,12 @@ type CleanReport struct {
 	Labs       []string // IDs of leftover labs removed
 	Namespaces []string // namespaces removed, recorded or not
 	Running    []string // IDs of labs left alone because their owner still runs
+	Corrupt    []string // corrupt records removed
 }
 
 // Clean removes what killed labs left behind: the namespaces of every recorded lab
-// whose owner process is gone, every svclab namespace no live lab records, and stale
-// records. With all, running labs are stopped too: their owners get SIGTERM (and
+// whose owner process is gone, every svclab namespace no live lab records, stale
+// and corrupt records. With all, running labs are stopped too: their owners get SIGTERM (and
 // SIGKILL if they do not end within five seconds), then their namespaces go.
 func Clean(dir string, all bool) (CleanReport, error) {
 	if dir == "" {
@@ -45,12 +47,21 @@ func Clean(dir string, all bool) (CleanReport, error) {
 	if err != nil && !os.IsNotExist(err) {
 		return rep, err
 	}
-	recs, err := List(dir)
+	recs, bad, err := Scan(dir)
 	if err != nil {
 		return rep, err
 	}
 	live := map[string]bool{}
 	var errs []error
+	// A corrupt record names no owner and no namespace: it goes, and its
+	// lab's namespaces, if any, go below with every one no live lab records.
+	for _, c := range bad {
+		if err := Remove(dir, strings.TrimSuffix(filepath.Base(c.Path), ".json")); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rep.Corrupt = append(rep.Corrupt, c.Path)
+	}
 	for _, r := range recs {
 		if r.Owner.Alive() {
 			if !all {

@@ -196,26 +196,54 @@ func Remove(dir, id string) error {
 	return errors.Join(err, logErr, os.RemoveAll(RunDir(dir, id)))
 }
 
-// List lists the recorded labs, oldest first.
-func List(dir string) ([]*Lab, error) {
+// Corrupt is a record that cannot be read back: one bad file never hides the
+// other labs; `svclab ls` warns about it and `svclab clean` removes it.
+type Corrupt struct {
+	Path string
+	Err  error
+}
+
+func (c Corrupt) Error() string {
+	return fmt.Sprintf("lab record %s is corrupt (%v): skipped; svclab clean removes it", c.Path, c.Err)
+}
+
+// Scan reads every record in dir, oldest first, and names apart those that
+// cannot be read.
+func Scan(dir string) ([]*Lab, []Corrupt, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var recs []*Lab
+	var bad []Corrupt
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the listing: its lab is gone
+		}
 		if err != nil {
+			bad = append(bad, Corrupt{p, err})
 			continue
 		}
 		var r Lab
 		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("lab record %s: %w", p, err)
+			bad = append(bad, Corrupt{p, err})
+			continue
+		}
+		if want := strings.TrimSuffix(filepath.Base(p), ".json"); r.ID != want {
+			bad = append(bad, Corrupt{p, fmt.Errorf("it records lab %q, not %q", r.ID, want)})
+			continue
 		}
 		recs = append(recs, &r)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Created.Before(recs[j].Created) })
-	return recs, nil
+	return recs, bad, nil
+}
+
+// List lists the recorded labs, oldest first, leaving out corrupt records.
+func List(dir string) ([]*Lab, error) {
+	recs, _, err := Scan(dir)
+	return recs, err
 }
 
 // Find returns the recorded lab called ref: a lab ID (web-k3f9), or a lab name when
