@@ -123,4 +123,21 @@ pods:
 		Expect(out).To(ContainSubstring("removed corrupt record " + bad))
 		Expect(bad).NotTo(BeAnExistingFile())
 	})
+
+	// The owner's teardown removes its log with the lab; `up` still shows
+	// why the lab failed, and leaves nothing.
+	It("shows why a lab did not come up, and leaves nothing", func() {
+		logs := func() []string {
+			l, err := filepath.Glob(filepath.Join(record.DefaultDir, "*.log"))
+			Expect(err).NotTo(HaveOccurred())
+			return l
+		}
+		before := logs()
+		out, err := runSvclab("up", "--control-plane", "--kube-binary", "/bin/false")
+		Expect(err).To(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring("the lab did not come up"))
+		Expect(out).To(ContainSubstring("kube binary /bin/false: /bin/false version: exit status 1"))
+		Expect(out).NotTo(ContainSubstring("no such file or directory"))
+		Expect(logs()).To(Equal(before), "the failed lab's log is left")
+	})
 })
