@@ -140,4 +140,18 @@ pods:
 		Expect(out).NotTo(ContainSubstring("no such file or directory"))
 		Expect(logs()).To(Equal(before), "the failed lab's log is left")
 	})
+
+	// A control plane's etcd preallocates its write-ahead log under the run
+	// directory: a lab that does not fit is refused before anything is built,
+	// with the figures. The run directory here is a 16 MiB tmpfs mounted in a
+	// mount namespace of the command's own.
+	It("refuses a control plane when the run directory lacks the room, saying how much", func() {
+		cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
+			`mount -t tmpfs -o size=16m none "$1" && exec "$2" up --control-plane --kube-binary /bin/false`,
+			"sh", record.DefaultDir, svclabBin)
+		out, err := cmd.CombinedOutput()
+		Expect(err).To(HaveOccurred(), string(out))
+		Expect(string(out)).To(MatchRegexp(`/run/svclab has 1[0-6] MiB free, and a lab with a control plane needs about 128 MiB there \(etcd preallocates a 64 MiB write-ahead log\)`))
+		Expect(string(out)).NotTo(ContainSubstring("up in"), "nothing is built")
+	})
 })
