@@ -154,4 +154,32 @@ pods:
 		Expect(string(out)).To(MatchRegexp(`/run/svclab has 1[0-6] MiB free, and a lab with a control plane needs about 128 MiB there \(etcd preallocates a 64 MiB write-ahead log\)`))
 		Expect(string(out)).NotTo(ContainSubstring("up in"), "nothing is built")
 	})
+
+	// `logs` and `exec` take names: a path-like argument is refused (exit 2)
+	// and never reads a file beside the lab's logs.
+	It("takes member and component names, never paths", func() {
+		r := &record.Lab{ID: "names-abcd", Name: "names", Created: time.Now(), Kubeconfig: "kubeconfig",
+			Members: []record.Member{{Name: "node-1", Kind: lab.KindNode, NetNS: "svclab-names-node-1-abcd"}}}
+		Expect(record.Write(record.DefaultDir, r)).To(Succeed())
+		DeferCleanup(func() { record.Remove(record.DefaultDir, r.ID) })
+		Expect(os.MkdirAll(record.RunDir(record.DefaultDir, r.ID), 0o755)).To(Succeed())
+		Expect(os.WriteFile(filepath.Join(record.RunDir(record.DefaultDir, r.ID), "kube-apiserver.log"), []byte("api log\n"), 0o644)).To(Succeed())
+		secret := filepath.Join(record.DefaultDir, "secret-names.log")
+		Expect(os.WriteFile(secret, []byte("not the lab's\n"), 0o600)).To(Succeed())
+		DeferCleanup(func() { os.Remove(secret) })
+
+		out, err := runSvclab("logs", r.ID, "kube-apiserver")
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(Equal("api log\n"))
+		for _, args := range [][]string{
+			{"logs", r.ID, "../secret-names"}, {"logs", r.ID, "/"}, {"logs", r.ID, ".."},
+			{"exec", r.ID, "../../x", "--", "true"}, {"exec", r.ID, "/", "--", "true"},
+		} {
+			out, err := runSvclab(args...)
+			Expect(err).To(HaveOccurred(), "svclab %v: %s", args, out)
+			Expect(err.(*exec.ExitError).ExitCode()).To(Equal(2), "svclab %v: %s", args, out)
+			Expect(out).To(ContainSubstring("a name, never a path"), "svclab %v", args)
+			Expect(out).NotTo(ContainSubstring("not the lab's"))
+		}
+	})
 })

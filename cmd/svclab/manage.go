@@ -125,6 +125,9 @@ func newExecCommand() *cobra.Command {
 			if cmd.ArgsLenAtDash() != 2 {
 				return usage(errors.New("usage: svclab exec LAB MEMBER -- COMMAND [ARGS...]"))
 			}
+			if err := checkName("MEMBER", args[1]); err != nil {
+				return usage(err)
+			}
 			if err := lab.CheckPrivileges(); err != nil {
 				return err
 			}
@@ -159,4 +162,13 @@ func execIn(ns string, argv, env []string, binds ...namespaces.Bind) error {
 		return usage(err)
 	}
 	return err
+}
+
+// checkName refuses a member or component name that is no name: a path, or
+// one of its parts (".", ".."), which could reach files outside the lab.
+func checkName(what, name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+		return fmt.Errorf("%s %q: a name, never a path", what, name)
+	}
+	return nil
 }
