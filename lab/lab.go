@@ -16,6 +16,7 @@ import (
 	"net/netip"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -119,6 +120,13 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err := os.MkdirAll(record.RunDir(l.dir, l.ID), 0o755); err != nil {
 		return l, fmt.Errorf("lab %s: %w", l.ID, err)
 	}
+	if l.topo.ControlPlane != nil {
+		// Checked before anything is built: etcd would fail part-way, with a
+		// message about its WAL that does not say why.
+		if err := checkRunSpace(l.dir, controlPlaneSpace); err != nil {
+			return l, fmt.Errorf("lab %s: %w", l.ID, err)
+		}
+	}
 	start := time.Now()
 	if err := l.build(ctx); err != nil {
 		return l, err
@@ -158,7 +166,27 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		}()
 	}
 	l.startDNSProbes()
+	// Up reports a lab whole or not at all: a namespace that vanished while
+	// the lab came up (removed from outside) fails it.
+	if err := l.checkWhole(); err != nil {
+		return l, err
+	}
 	return l, nil
+}
+
+// checkWhole fails, naming them, when any of the lab's namespaces is gone.
+func (l *Lab) checkWhole() error {
+	var gone []string
+	for _, m := range l.Members() {
+		if !namespaces.Exists(m.NetNS) {
+			gone = append(gone, m.NetNS)
+		}
+	}
+	if len(gone) > 0 {
+		return fmt.Errorf("lab %s is not whole: %d of its %d namespaces vanished while it came up (%s); something removed them from outside",
+			l.ID, len(gone), len(l.members), strings.Join(gone, ", "))
+	}
+	return nil
 }
 
 func newLab(t *topology.Topology, o Options) (*Lab, error) {

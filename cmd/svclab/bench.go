@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/svclab/svclab/internal/outdir"
 	"github.com/svclab/svclab/lab/bench"
 	"github.com/svclab/svclab/lab/bench/report"
 	"github.com/svclab/svclab/lab/kube"
@@ -75,7 +76,11 @@ IPVS needs a kernel with ip_vs. When this kernel lacks it, the modes are compare
 svclab's VM (all of them in the same guest kernel) and the iptables part also runs
 natively; the two are reported apart, never mixed: DIR/vm and DIR/host each hold
 results.csv (a row per measurement), machine.json, summary.md and plots/*.png, and
-DIR/summary.md shows both.
+DIR/summary.md shows both. DIR must be new, empty or an earlier bench's output:
+DIR/.svclab-bench lists the files bench wrote, and only those are ever removed or
+rewritten (a file of yours where bench writes is refused, never overwritten). A run
+stopped by Ctrl-C or SIGTERM writes what it measured, says so in its summaries and
+machine.json, and names the labs that did not run whole.
 
 The default run finishes within 15 minutes on a 2-core machine: each part has a
 deadline, each update a time budget (repetitions stop early in slow cells, never
@@ -243,7 +248,7 @@ func intList(name, s string) ([]int, error) {
 // inGuest tells whether this process runs in svclab's VM.
 func inGuest() bool { return os.Getenv("SVCLAB_VM") == "1" }
 
-func runBench(cmd *cobra.Command, f benchFlags) error {
+func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 	fs := cmd.Flags()
 	if err := namespaces.CheckPrivileges(); err != nil {
 		return err
@@ -295,13 +300,6 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 			}
 			kpNative = append(kpNative, m)
 		}
-		// The components run from one binary, here and in the VM: found (or
-		// built, with progress) once, before anything is measured.
-		bin, err := kube.Binary(ctx, kube.Options{Path: f.kubeBinary, Log: os.Stderr})
-		if err != nil {
-			return err
-		}
-		f.kubeBinary = bin
 	}
 	// What needs the VM, as the messages name it.
 	lacking := append(slices.Clone(missing), kubeProxyLabels(kpMissing)...)
@@ -312,14 +310,23 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 	if useVM && f.noVM {
 		return usage(fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(lacking, ", ")))
 	}
-	// A part left from an earlier run must not be shown as this run's.
-	for _, p := range append(slices.Clone(report.Parts), report.SummaryFile) {
-		if err := os.RemoveAll(filepath.Join(f.out, p)); err != nil {
+	// The output is claimed before anything is spent: bench writes only a
+	// new or empty directory or its own earlier output, whose files (and only
+	// those) it removes, so that a part left from an earlier run is never
+	// shown as this run's.
+	out, err := claimBenchOut(f.out)
+	if err != nil {
+		return usage(fmt.Errorf("--out: %w", err))
+	}
+	defer func() { err = errors.Join(err, out.Finish()) }()
+	if f.proxyImpl == proxyKubeProxy {
+		// The components run from one binary, here and in the VM: found (or
+		// built, with progress) once, before anything is measured.
+		bin, err := kube.Binary(ctx, kube.Options{Path: f.kubeBinary, Log: os.Stderr})
+		if err != nil {
 			return err
 		}
-	}
-	if err := os.MkdirAll(f.out, 0o755); err != nil {
-		return err
+		f.kubeBinary = bin
 	}
 	if !useVM {
 		// Every mode runs here: one part, on this kernel.
@@ -375,6 +382,18 @@ func runBench(cmd *cobra.Command, f benchFlags) error {
 		err = errors.Join(err, runBenchPart(ctx, hostConf, filepath.Join(f.out, bench.WhereHost), command))
 	}
 	return finishBench(f.out, command, err)
+}
+
+// benchManifest lists, in a bench's output directory, the files bench wrote.
+const benchManifest = ".svclab-bench"
+
+// claimBenchOut claims dir for bench's output: bench writes the combined
+// summary and each part's directory.
+func claimBenchOut(dir string) (*outdir.Dir, error) {
+	return outdir.Claim(dir, benchManifest, func(rel string) bool {
+		first, _, _ := strings.Cut(rel, "/")
+		return rel == report.SummaryFile || slices.Contains(report.Parts, first)
+	})
 }
 
 // kubeProxyLabels name kube-proxy's modes as the progress says them.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 
@@ -66,6 +67,11 @@ func newLogsCommand() *cobra.Command {
   svclab logs web                 # lists the logs`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 2 {
+				if err := checkName("COMPONENT|NODE", args[1]); err != nil {
+					return usage(err)
+				}
+			}
 			r, err := record.Find(record.DefaultDir, args[0])
 			if err != nil {
 				return usage(err)
@@ -88,9 +94,14 @@ func newLogsCommand() *cobra.Command {
 			if m, ok := r.Member(want); ok && m.Kind == member.KindNode {
 				want = "kube-proxy-" + want
 			}
+			// Only a log listed above is opened: the argument picks one,
+			// it never builds a path.
+			if !slices.Contains(names, want) {
+				return usage(fmt.Errorf("lab %s has no log %q (logs: %s)", r.ID, args[1], strings.Join(names, ", ")))
+			}
 			f, err := os.Open(filepath.Join(dir, want+".log"))
 			if err != nil {
-				return usage(fmt.Errorf("lab %s has no log %q (logs: %s)", r.ID, args[1], strings.Join(names, ", ")))
+				return err
 			}
 			defer f.Close()
 			_, err = io.Copy(cmd.OutOrStdout(), f)

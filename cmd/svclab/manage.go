@@ -63,9 +63,12 @@ func newLsCommand() *cobra.Command {
 		Short: "List labs",
 		Args:  cobra.NoArgs,
 		RunE: func(*cobra.Command, []string) error {
-			recs, err := record.List(record.DefaultDir)
+			recs, bad, err := record.Scan(record.DefaultDir)
 			if err != nil {
 				return err
+			}
+			for _, c := range bad {
+				fmt.Fprintf(os.Stderr, "svclab: warning: %v\n", c)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "LAB\tNAME\tMODE\tMEMBERS\tOWNER\tAGE\tSOURCE")
@@ -96,6 +99,9 @@ func newCleanCommand() *cobra.Command {
 			for _, id := range rep.Labs {
 				fmt.Printf("removed lab %s\n", id)
 			}
+			for _, p := range rep.Corrupt {
+				fmt.Printf("removed corrupt record %s\n", p)
+			}
 			fmt.Printf("removed %d namespace(s)\n", len(rep.Namespaces))
 			for _, id := range rep.Running {
 				fmt.Printf("left lab %s running (svclab down %s, or clean --all)\n", id, id)
@@ -118,6 +124,9 @@ func newExecCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 2 {
 				return usage(errors.New("usage: svclab exec LAB MEMBER -- COMMAND [ARGS...]"))
+			}
+			if err := checkName("MEMBER", args[1]); err != nil {
+				return usage(err)
 			}
 			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
@@ -153,4 +162,13 @@ func execIn(ns string, argv, env []string, binds ...namespaces.Bind) error {
 		return usage(err)
 	}
 	return err
+}
+
+// checkName refuses a member or component name that is no name: a path, or
+// one of its parts (".", ".."), which could reach files outside the lab.
+func checkName(what, name string) error {
+	if name == "" || name == "." || name == ".." || strings.ContainsAny(name, "/\\\x00") {
+		return fmt.Errorf("%s %q: a name, never a path", what, name)
+	}
+	return nil
 }

@@ -158,7 +158,11 @@ func startLab(t *topology.Topology, f labFlags) error {
 			return child.Process.Release()
 		}
 		child.Wait()
-		return fmt.Errorf("the lab did not come up:\n%s", tail(logPath, 20))
+		// Read through the descriptor held open here: the owner's teardown
+		// removes the log's name with the lab. What is left of it goes too.
+		why := tail(logFile, 20)
+		os.Remove(logPath)
+		return fmt.Errorf("the lab did not come up:\n%s", why)
 	case <-sigs:
 		child.Process.Signal(syscall.SIGTERM)
 		child.Wait()
@@ -167,12 +171,11 @@ func startLab(t *topology.Topology, f labFlags) error {
 	}
 }
 
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
+// tail is the last n lines of f, read from its start.
+func tail(f *os.File, n int) string {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return fmt.Sprintf("(the log %s cannot be read: %v)", f.Name(), err)
 	}
-	defer f.Close()
 	var lines []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

@@ -111,6 +111,9 @@ func (r *runner) runKubeProxies(ctx context.Context) error {
 				return fmt.Errorf("kube-proxy N=%d E=%d: %w", n, e, err)
 			}
 			r.logf("[kube-proxy] N=%d E=%d done in %s", n, e, time.Since(start).Round(100*time.Millisecond))
+			for _, s := range todo {
+				r.done[cellName(s.String(), n, e)] = true
+			}
 		}
 	}
 	return nil

@@ -95,4 +95,8 @@ type Report struct {
 	Rows    []Row
 	// Notes say what was cut short or failed, and why.
 	Notes []string
+	// Interrupted, when set, says the run was stopped from outside (Ctrl-C,
+	// SIGTERM) and when; NotRun names every lab that did not run whole then.
+	Interrupted string
+	NotRun      []string
 }

@@ -41,7 +41,8 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 		}
 	}
 	r := &runner{c: c, measured: measured, rep: &Report{Config: c, Started: time.Now()}, log: c.Log,
-		cold: map[string][]coldPoint{}, cut: map[string]bool{}, took: map[string]groupTime{}, timeCut: map[string]bool{}}
+		cold: map[string][]coldPoint{}, cut: map[string]bool{}, took: map[string]groupTime{}, timeCut: map[string]bool{},
+		done: map[string]bool{}}
 	if r.log == nil {
 		r.log = io.Discard
 	}
@@ -50,6 +51,7 @@ func Run(ctx context.Context, c Config) (*Report, error) {
 	if err == nil {
 		err = r.runKubeProxies(ctx)
 	}
+	r.interrupted(ctx)
 	r.rep.Machine.LoadEnd = LoadAvg()
 	r.rep.Rows = r.res.Rows()
 	r.rep.Elapsed = time.Since(r.rep.Started)
@@ -70,6 +72,9 @@ type runner struct {
 	took map[string]groupTime
 	// timeCut remembers the subjects (and E) cut for time, to note each once.
 	timeCut map[string]bool
+	// done are the labs that ran whole (cellName), for an interrupted run's
+	// list of what did not.
+	done map[string]bool
 }
 
 func (r *runner) logf(format string, args ...any) {
@@ -152,6 +157,7 @@ func (r *runner) run(ctx context.Context) error {
 			return fmt.Errorf("%s N=%d E=%d: %w", g.label(), g.n, g.e, err)
 		}
 		r.took[g.curve()] = groupTime{took: time.Since(start), cold: r.lastCold(g)}
+		r.done[cellName(g.label(), g.n, g.e)] = true
 		r.logf("[%d/%d] %s N=%d E=%d done in %s", i+1, len(gs), g.label(), g.n, g.e, time.Since(start).Round(100*time.Millisecond))
 	}
 	return nil

@@ -111,7 +111,12 @@ func TestCancelledRunLeavesNothing(t *testing.T) {
 		t.Errorf("cancelled run took %s to stop", time.Since(start))
 	}
 	if rep == nil || len(rep.Rows) == 0 {
-		t.Error("a cancelled run returned no rows of what it measured")
+		t.Fatal("a cancelled run returned no rows of what it measured")
+	}
+	// It says so, and names the labs that did not run whole (the one it was
+	// in, and the legacy backend's after it).
+	if !strings.Contains(rep.Interrupted, "stopped from outside") || !slices.Contains(rep.NotRun, "iptables/nft N=20 E=2") || !slices.Contains(rep.NotRun, "iptables/legacy N=20 E=2") {
+		t.Errorf("cancelled run: interrupted %q, not run %v", rep.Interrupted, rep.NotRun)
 	}
 	leftovers(t, c.Name)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -21,23 +22,46 @@ type CleanReport struct {
 	Labs       []string // IDs of leftover labs removed
 	Namespaces []string // namespaces removed, recorded or not
 	Running    []string // IDs of labs left alone because their owner still runs
+	Corrupt    []string // corrupt records removed
 }
 
 // Clean removes what killed labs left behind: the namespaces of every recorded lab
-// whose owner process is gone, every svclab namespace no live lab records, and stale
-// records. With all, running labs are stopped too: their owners get SIGTERM (and
+// whose owner process is gone, every svclab namespace no live lab records, stale
+// and corrupt records. With all, running labs are stopped too: their owners get SIGTERM (and
 // SIGKILL if they do not end within five seconds), then their namespaces go.
 func Clean(dir string, all bool) (CleanReport, error) {
 	if dir == "" {
 		dir = DefaultDir
 	}
 	var rep CleanReport
-	recs, err := List(dir)
+	// What is there is listed before the records are read. A lab records
+	// itself before it creates anything, so a namespace or run directory listed
+	// here that belongs to a lab being built has its record read below, with a
+	// live owner, and is left alone; what `up` creates after this listing is
+	// never seen at all.
+	names, nsErr := namespaces.List(NamespacePrefix)
+	if nsErr != nil {
+		return rep, nsErr
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !os.IsNotExist(err) {
+		return rep, err
+	}
+	recs, bad, err := Scan(dir)
 	if err != nil {
 		return rep, err
 	}
 	live := map[string]bool{}
 	var errs []error
+	// A corrupt record names no owner and no namespace: it goes, and its
+	// lab's namespaces, if any, go below with every one no live lab records.
+	for _, c := range bad {
+		if err := Remove(dir, strings.TrimSuffix(filepath.Base(c.Path), ".json")); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		rep.Corrupt = append(rep.Corrupt, c.Path)
+	}
 	for _, r := range recs {
 		if r.Owner.Alive() {
 			if !all {
@@ -54,10 +78,8 @@ func Clean(dir string, all bool) (CleanReport, error) {
 		errs = append(errs, err)
 		rep.Labs = append(rep.Labs, r.ID)
 	}
-	names, err := namespaces.List(NamespacePrefix)
-	errs = append(errs, err)
 	for _, name := range names {
-		if live[name] {
+		if live[name] || slices.Contains(rep.Namespaces, name) || !namespaces.Exists(name) {
 			continue
 		}
 		if err := namespaces.Delete(name); err != nil {
@@ -66,7 +88,7 @@ func Clean(dir string, all bool) (CleanReport, error) {
 		}
 		rep.Namespaces = append(rep.Namespaces, name)
 	}
-	errs = append(errs, removeStrayDirs(dir, rep.Running))
+	errs = append(errs, removeStrayDirs(dir, entries, rep.Running))
 	return rep, errors.Join(errs...)
 }
 
@@ -80,32 +102,36 @@ func stop(p Process) {
 	p.Signal(syscall.SIGKILL)
 }
 
-// removeStrayDirs deletes run directories and half-written records of every lab but
-// the running ones.
-func removeStrayDirs(dir string, running []string) error {
+// removeStrayDirs deletes, of the entries listed in dir, the run directories
+// and half-written records of every lab but the running ones; a record being
+// written (its writer, named in the temporary file's name, still runs) stays.
+func removeStrayDirs(dir string, entries []os.DirEntry, running []string) error {
 	keep := map[string]bool{}
 	for _, id := range running {
 		keep[id] = true
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		if os.IsNotExist(err) {
-			return nil
-		}
-		return err
-	}
 	var errs []error
 	for _, e := range entries {
-		id := strings.TrimSuffix(strings.TrimSuffix(e.Name(), ".tmp"), ".json")
-		if keep[id] {
+		name := e.Name()
+		id, writer, isTmp := tmpOf(name)
+		switch {
+		case isTmp:
+			if keep[id] || (writer > 0 && ProcessOf(writer).Start != 0) {
+				continue
+			}
+		case e.IsDir():
+			if keep[name] {
+				continue
+			}
+		default:
 			continue
 		}
-		if e.IsDir() || strings.HasSuffix(e.Name(), ".tmp") {
-			errs = append(errs, os.RemoveAll(filepath.Join(dir, e.Name())))
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			errs = append(errs, err)
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("clean %s: %w", dir, errors.Join(errs...))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("clean %s: %w", dir, err)
 	}
 	return nil
 }

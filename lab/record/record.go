@@ -142,6 +142,9 @@ func file(dir, id string) string { return filepath.Join(dir, id+".json") }
 // RunDir is the lab's private directory for lock and state files.
 func RunDir(dir, id string) string { return filepath.Join(dir, id) }
 
+// Write records r in dir, atomically: through a temporary file named after
+// the writing process (so that `clean` leaves it to a writer that still
+// runs), removed if the write fails.
 func Write(dir string, r *Lab) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("record lab %s: %w", r.ID, err)
@@ -150,14 +153,34 @@ func Write(dir string, r *Lab) error {
 	if err != nil {
 		return err
 	}
-	tmp := file(dir, r.ID) + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o644); err != nil {
-		return fmt.Errorf("record lab %s: %w", r.ID, err)
+	tmp := fmt.Sprintf("%s.%d%s", file(dir, r.ID), os.Getpid(), tmpSuffix)
+	err = os.WriteFile(tmp, b, 0o644)
+	if err == nil {
+		err = os.Rename(tmp, file(dir, r.ID))
 	}
-	if err := os.Rename(tmp, file(dir, r.ID)); err != nil {
+	if err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("record lab %s: %w", r.ID, err)
 	}
 	return nil
+}
+
+// tmpSuffix ends a record being written: ID.json.PID.tmp.
+const tmpSuffix = ".tmp"
+
+// tmpOf tells whether name is a record being written, and whose (the lab's
+// ID) by which process (0 when the name, of an older svclab, does not say).
+func tmpOf(name string) (id string, writer int, ok bool) {
+	rest, ok := strings.CutSuffix(name, tmpSuffix)
+	if !ok {
+		return "", 0, false
+	}
+	if i := strings.LastIndexByte(rest, '.'); i >= 0 {
+		if pid, err := strconv.Atoi(rest[i+1:]); err == nil {
+			writer, rest = pid, rest[:i]
+		}
+	}
+	return strings.TrimSuffix(rest, ".json"), writer, true
 }
 
 func Remove(dir, id string) error {
@@ -173,26 +196,54 @@ func Remove(dir, id string) error {
 	return errors.Join(err, logErr, os.RemoveAll(RunDir(dir, id)))
 }
 
-// List lists the recorded labs, oldest first.
-func List(dir string) ([]*Lab, error) {
+// Corrupt is a record that cannot be read back: one bad file never hides the
+// other labs; `svclab ls` warns about it and `svclab clean` removes it.
+type Corrupt struct {
+	Path string
+	Err  error
+}
+
+func (c Corrupt) Error() string {
+	return fmt.Sprintf("lab record %s is corrupt (%v): skipped; svclab clean removes it", c.Path, c.Err)
+}
+
+// Scan reads every record in dir, oldest first, and names apart those that
+// cannot be read.
+func Scan(dir string) ([]*Lab, []Corrupt, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var recs []*Lab
+	var bad []Corrupt
 	for _, p := range paths {
 		b, err := os.ReadFile(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // removed since the listing: its lab is gone
+		}
 		if err != nil {
+			bad = append(bad, Corrupt{p, err})
 			continue
 		}
 		var r Lab
 		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("lab record %s: %w", p, err)
+			bad = append(bad, Corrupt{p, err})
+			continue
+		}
+		if want := strings.TrimSuffix(filepath.Base(p), ".json"); r.ID != want {
+			bad = append(bad, Corrupt{p, fmt.Errorf("it records lab %q, not %q", r.ID, want)})
+			continue
 		}
 		recs = append(recs, &r)
 	}
 	sort.Slice(recs, func(i, j int) bool { return recs[i].Created.Before(recs[j].Created) })
-	return recs, nil
+	return recs, bad, nil
+}
+
+// List lists the recorded labs, oldest first, leaving out corrupt records.
+func List(dir string) ([]*Lab, error) {
+	recs, _, err := Scan(dir)
+	return recs, err
 }
 
 // Find returns the recorded lab called ref: a lab ID (web-k3f9), or a lab name when

@@ -346,3 +346,36 @@ func TestCheckOutputExcusesOnlyWhatTheNoteSays(t *testing.T) {
 		}
 	}
 }
+
+// An interrupted run says so in its summary and machine.json, naming what did
+// not run, and never that every cell ran.
+func TestInterruptedRunSaysSo(t *testing.T) {
+	dir := t.TempDir()
+	r := fakeReport(t, testConfig())
+	r.Interrupted = "stopped from outside (interrupt) after 12s"
+	r.NotRun = []string{"ipvs N=200 E=2", "iptables/nft N=200 E=2"}
+	if err := WriteRecord(filepath.Join(dir, bench.WhereHost), r); err != nil {
+		t.Fatal(err)
+	}
+	if err := Publish(dir, "svclab bench"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{SummaryFile, filepath.Join(bench.WhereHost, SummaryFile), filepath.Join(bench.WhereHost, MachineFile)} {
+		b, err := os.ReadFile(filepath.Join(dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"stopped from outside (interrupt) after 12s", "ipvs N=200 E=2", "iptables/nft N=200 E=2"} {
+			if !strings.Contains(string(b), want) {
+				t.Errorf("%s lacks %q", f, want)
+			}
+		}
+		if strings.Contains(string(b), "every cell ran its full repetitions") {
+			t.Errorf("%s says every cell ran", f)
+		}
+	}
+	back, err := Load(filepath.Join(dir, bench.WhereHost))
+	if err != nil || back.Interrupted != r.Interrupted || !slices.Equal(back.NotRun, r.NotRun) {
+		t.Errorf("loaded back: %q %v, %v", back.Interrupted, back.NotRun, err)
+	}
+}

@@ -27,6 +27,10 @@ type meta struct {
 	Elapsed  string        `json:"elapsed"`
 	Settings settings      `json:"settings"`
 	Notes    []string      `json:"notes"`
+	// Interrupted says the run was stopped from outside; notRun lists the
+	// labs that did not run whole.
+	Interrupted string   `json:"interrupted,omitempty"`
+	NotRun      []string `json:"notRun,omitempty"`
 }
 
 // settings is the Config as recorded.
@@ -87,7 +91,7 @@ func WriteRecord(dir string, r *bench.Report) error {
 		return err
 	}
 	m := meta{Machine: r.Machine, Command: r.Command, Started: r.Started, Elapsed: r.Elapsed.Round(time.Second).String(),
-		Settings: settingsOf(r.Config), Notes: r.Notes}
+		Settings: settingsOf(r.Config), Notes: r.Notes, Interrupted: r.Interrupted, NotRun: r.NotRun}
 	if m.Notes == nil {
 		m.Notes = []string{}
 	}
@@ -130,5 +134,6 @@ func Load(dir string) (*bench.Report, error) {
 	}
 	el, _ := time.ParseDuration(m.Elapsed)
 	return &bench.Report{Config: m.Settings.config(m.Machine.Where), Machine: m.Machine, Command: m.Command,
-		Started: m.Started, Elapsed: el, Rows: upgradeRows(rows), Notes: m.Notes}, nil
+		Started: m.Started, Elapsed: el, Rows: upgradeRows(rows), Notes: m.Notes,
+		Interrupted: m.Interrupted, NotRun: m.NotRun}, nil
 }

@@ -37,6 +37,9 @@ func (a *analysis) writeSummary(w io.Writer, h int, prefix string, plots []plotF
 		where = "in svclab's VM, every mode in the same guest kernel"
 	}
 	fmt.Fprintf(w, "%s svclab bench: %s\n\n", strings.Repeat("#", h), where)
+	if r.Interrupted != "" {
+		fmt.Fprintf(w, "**This run was interrupted** (%s): what follows is what it measured until then; the notes list what did not run.\n\n", r.Interrupted)
+	}
 	a.writeMachine(w)
 
 	heading(w, h+1, "Targets")
@@ -103,7 +106,10 @@ func (a *analysis) writeSummary(w io.Writer, h int, prefix string, plots []plotF
 	a.writeOverhead(w, h+1)
 
 	heading(w, h+1, "Notes: what was cut short or failed")
-	if len(r.Notes) == 0 {
+	if r.Interrupted != "" {
+		fmt.Fprintf(w, "- The run was interrupted (%s). Did not run whole: %s.\n", r.Interrupted, orNone(r.NotRun))
+	}
+	if len(r.Notes) == 0 && r.Interrupted == "" {
 		fmt.Fprintln(w, "Nothing: every cell ran its full repetitions and every update was seen on the wire.")
 	}
 	for _, n := range r.Notes {
@@ -479,4 +485,11 @@ func (a *analysis) writeParts(w io.Writer, h int) {
 			t.write(w)
 		}
 	}
+}
+
+func orNone(v []string) string {
+	if len(v) == 0 {
+		return "nothing (it stopped after its last lab)"
+	}
+	return strings.Join(v, ", ")
 }

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// `svclab bench --out .` in a checkout once deleted its vm/ folder: bench's
+// output directory must be new, empty or its own, and a user's file survives.
+func TestBenchRefusesADirectoryOfTheUsers(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "vm", "run.go")
+	if err := os.MkdirAll(filepath.Dir(src), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, []byte("package vm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := claimBenchOut(dir); err == nil || !strings.Contains(err.Error(), "is not empty and no earlier run wrote it") {
+		t.Errorf("claiming a checkout-like directory = %v, want refused", err)
+	}
+	if b, err := os.ReadFile(src); err != nil || string(b) != "package vm\n" {
+		t.Errorf("the user's vm/run.go after the refusal: %q, %v", b, err)
+	}
+}
+
+// The committed runs (docs/bench, docs/bench-kube-proxy) carry bench's
+// manifest listing every file bench writes there, so `svclab bench --out
+// docs/bench` rewrites them; a copy is claimed and left with nothing of the
+// old run but the files bench does not write.
+func TestCommittedBenchOutputsAreItsOwn(t *testing.T) {
+	for _, d := range []string{"../../docs/bench", "../../docs/bench-kube-proxy"} {
+		dir := filepath.Join(t.TempDir(), "out")
+		if out, err := exec.Command("cp", "-a", d, dir).CombinedOutput(); err != nil {
+			t.Fatalf("cp: %v\n%s", err, out)
+		}
+		out, err := claimBenchOut(dir)
+		if err != nil {
+			t.Fatalf("%s: %v", d, err)
+		}
+		if err := out.Finish(); err != nil {
+			t.Fatal(err)
+		}
+		var left []string
+		filepath.WalkDir(dir, func(p string, e os.DirEntry, err error) error {
+			if err == nil && !e.IsDir() && e.Name() != benchManifest {
+				left = append(left, p)
+			}
+			return err
+		})
+		if len(left) > 0 {
+			t.Errorf("%s: files of the old run not in its manifest: %v", d, left)
+		}
+	}
+}
