@@ -100,7 +100,7 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := l.addComponent(api); err != nil {
+	if err := l.addComponent(api, "kube-apiserver on "+cp.Name); err != nil {
 		return err
 	}
 	ready, err := kube.WaitAPIServer(ctx, api, l.cp.api)
@@ -148,7 +148,7 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := l.addComponent(kcm); err != nil {
+	if err := l.addComponent(kcm, "kube-controller-manager on "+cp.Name); err != nil {
 		return err
 	}
 	l.cp.watchCtx, l.cp.stopWatch = context.WithCancel(context.Background())
@@ -177,12 +177,14 @@ func (l *Lab) logFile(name string) string {
 }
 
 // addComponent records a component process, so that `svclab clean` can end it
-// should it outlive the lab's owner.
-func (l *Lab) addComponent(p *kube.Process) error {
+// should it outlive the lab's owner, and supervises it under name ("kube-proxy
+// on node-1").
+func (l *Lab) addComponent(p *kube.Process, name string) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.components = append(l.components, p)
 	l.record.Components = append(l.record.Components, record.Component{Name: p.Name, Process: record.ProcessOf(p.Pid())})
+	l.supervisor.Watch(name, p)
 	return record.Write(l.dir, l.record)
 }
 

@@ -101,7 +101,7 @@ func (l *Lab) startDNS(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := l.addComponent(proc); err != nil {
+		if err := l.addComponent(proc, "CoreDNS in pod "+p.Key()); err != nil {
 			return err
 		}
 		l.dns.replicas = append(l.dns.replicas, &dnsReplica{pod: p, proc: proc})

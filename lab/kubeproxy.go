@@ -146,7 +146,7 @@ func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, b
 	if err != nil {
 		return nil, err
 	}
-	if err := l.addComponent(p); err != nil {
+	if err := l.addComponent(p, "kube-proxy on "+n.Name); err != nil {
 		return nil, err
 	}
 	took, err := kube.WaitProxy(ctx, p, n.IP)

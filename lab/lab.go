@@ -23,6 +23,7 @@ import (
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 	"github.com/svclab/svclab/lab/version"
@@ -87,6 +88,8 @@ type Lab struct {
 	// the lab started, in order.
 	cp         *controlPlane
 	components []*kube.Process
+	// supervisor watches the components for deaths.
+	supervisor *supervise.Supervisor
 	// dns is the running cluster DNS, nil without one.
 	dns *clusterDNS
 
@@ -189,6 +192,7 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	if l.dir == "" {
 		l.dir = record.DefaultDir
 	}
+	l.supervisor = supervise.New(l.componentDied)
 	if o.Mode != "" {
 		m, err := proxy.Lookup(o.Mode)
 		if err != nil {
@@ -281,6 +285,9 @@ func (l *Lab) logf(format string, args ...any) {
 func (l *Lab) Down() error {
 	// Nothing may sync on the watch's or a readiness probe's behalf once the
 	// proxiers close; the syncs they make take l.mu, so they stop first.
+	// The components it stops are no deaths; one that died is reported before
+	// Close returns, which must not wait on mu.
+	l.supervisor.Close()
 	dnsErr := l.stopDNS()
 	l.stopFollowing()
 	// The balancers next, outside mu: they take it to look the lab up.
