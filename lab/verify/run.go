@@ -84,6 +84,7 @@ func Run(ctx context.Context, l *lab.Lab, label string) ([]Check, error) {
 // Execute checks every flow of plan p with real connections in the running lab l,
 // a few flows at a time; label names the run in each check.
 func Execute(ctx context.Context, l *lab.Lab, p Plan, label string) ([]Check, error) {
+	start := time.Now()
 	m, err := ModelOf(l.Mode())
 	if err != nil {
 		return nil, err
@@ -172,6 +173,7 @@ func Execute(ctx context.Context, l *lab.Lab, p Plan, label string) ([]Check, er
 		}
 		checks = append(checks, lookups...)
 	}
+	checks = append(checks, diedDuring(l.Deaths(start), label)...)
 	return checks, ctx.Err()
 }
 
