@@ -19,7 +19,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
@@ -87,8 +86,8 @@ type Lab struct {
 	// cp is the control plane, nil without one; components are the processes
 	// the lab started, in order.
 	cp         *controlPlane
-	components []*kube.Process
-	// supervisor watches the components for deaths.
+	components []*supervise.Component
+	// supervisor watches the components, and restarts those a kubelet would.
 	supervisor *supervise.Supervisor
 	// dns is the running cluster DNS, nil without one.
 	dns *clusterDNS
@@ -192,7 +191,7 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	if l.dir == "" {
 		l.dir = record.DefaultDir
 	}
-	l.supervisor = supervise.New(l.componentDied)
+	l.supervisor = supervise.New(supervise.Events{Died: l.componentDied, Restarted: l.componentRestarted, RestartFailed: l.componentRestartFailed})
 	if o.Mode != "" {
 		m, err := proxy.Lookup(o.Mode)
 		if err != nil {
@@ -285,8 +284,8 @@ func (l *Lab) logf(format string, args ...any) {
 func (l *Lab) Down() error {
 	// Nothing may sync on the watch's or a readiness probe's behalf once the
 	// proxiers close; the syncs they make take l.mu, so they stop first.
-	// The components it stops are no deaths; one that died is reported before
-	// Close returns, which must not wait on mu.
+	// The components it stops are no deaths and are not restarted; what the
+	// supervisor does is over when Close returns, which must not wait on mu.
 	l.supervisor.Close()
 	dnsErr := l.stopDNS()
 	l.stopFollowing()

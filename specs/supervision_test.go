@@ -13,6 +13,7 @@ import (
 	"github.com/onsi/gomega/gexec"
 
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -77,7 +78,7 @@ var _ = Describe("Supervision of a lab's components", Label("supervision"), func
 		if !m.kubeProxy {
 			continue
 		}
-		It("shows a killed kube-proxy and a killed CoreDNS in svclab ls and the owner's log, "+m.label, func() {
+		It("shows a killed kube-proxy and a killed CoreDNS in svclab ls and the owner's log, restarts them after the back-off and counts the restarts, "+m.label, func() {
 			session := startSvclab(append([]string{"up", "--foreground"}, args...)...)
 			Eventually(session.Out).WithTimeout(labUpWait).Should(gbytes.Say("Ctrl-C tears it down"))
 			rec := ownedBy(session.Command.Process.Pid)
@@ -90,6 +91,21 @@ var _ = Describe("Supervision of a lab's components", Label("supervision"), func
 				ContainSubstring("degraded: "), ContainSubstring("kube-proxy on node-1 exited 137 (killed)"),
 				ContainSubstring("CoreDNS in pod "+pod+" exited 137 (killed)")), "killed %s and %s", proxy, dns)
 			Expect(string(session.Err.Contents())).To(ContainSubstring("CoreDNS in pod " + pod))
+
+			By("restarting both after the back-off, as their kubelet would, with the restarts counted")
+			Eventually(func() string { out, _ := runSvclab("ls"); return out }).WithTimeout(supervise.InitialBackOff + 2*time.Minute).Should(And(
+				ContainSubstring("running (restarts: "), ContainSubstring("kube-proxy on node-1 1"), ContainSubstring("CoreDNS in pod "+pod+" 1")))
+			Expect(session.Err).To(gbytes.Say(`restarted \(pid \d+, restart 1\)`))
+			ns, name, _ := strings.Cut(pod, "/")
+			Eventually(func() string {
+				out, _ := runSvclab("kubectl", rec.ID, "--", "get", "pod", "-n", ns, name, "-o", "jsonpath={.status.containerStatuses[0].restartCount}")
+				return strings.TrimSpace(out)
+			}).WithTimeout(time.Minute).Should(Equal("1"), "kubectl get pod %s: restartCount", pod)
+			for _, c := range labRecord(rec.ID).Components {
+				if c.Name == proxy || c.Name == dns {
+					Expect(c.Process.Alive()).To(BeTrue(), "the record names %s's new process, pid %d", c.Name, c.Process.PID)
+				}
+			}
 		})
 	}
 })

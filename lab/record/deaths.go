@@ -1,6 +1,7 @@
 package record
 
 import (
+	"fmt"
 	"strings"
 	"time"
 )
@@ -16,19 +17,37 @@ type Death struct {
 	At     time.Time `json:"at"`
 	// Log is the file its output went to.
 	Log string `json:"log,omitempty"`
+	// Restarted is when the lab started it again; nil while it is down.
+	Restarted *time.Time `json:"restarted,omitempty"`
 }
 
 func (d Death) String() string { return d.Component + " exited " + d.Status }
 
-// Health is what `svclab ls` says of a lab whose owner runs: "running", or
-// "degraded: " and the components that died.
+// Health is what `svclab ls` says of a lab whose owner runs: "degraded: " and
+// the components that died and are not restarted yet, else "running" and the
+// components restarted, with how often.
 func (r *Lab) Health() string {
-	if len(r.Deaths) == 0 {
+	var down []string
+	var restarted []string
+	restarts := map[string]int{}
+	for _, d := range r.Deaths {
+		if d.Restarted == nil {
+			down = append(down, d.String())
+			continue
+		}
+		if restarts[d.Component] == 0 {
+			restarted = append(restarted, d.Component)
+		}
+		restarts[d.Component]++
+	}
+	if len(down) > 0 {
+		return "degraded: " + strings.Join(down, "; ")
+	}
+	if len(restarted) == 0 {
 		return "running"
 	}
-	said := make([]string, len(r.Deaths))
-	for i, d := range r.Deaths {
-		said[i] = d.String()
+	for i, c := range restarted {
+		restarted[i] = fmt.Sprintf("%s %d", c, restarts[c])
 	}
-	return "degraded: " + strings.Join(said, "; ")
+	return "running (restarts: " + strings.Join(restarted, ", ") + ")"
 }

@@ -75,4 +75,14 @@ func TestHealth(t *testing.T) {
 	if h, want := r.Health(), "degraded: kube-proxy on node-1 exited 137 (killed); kube-apiserver on control-plane exited 1"; h != want {
 		t.Errorf("two deaths: %q, want %q", h, want)
 	}
+	now := time.Now()
+	r.Deaths[0].Restarted = &now
+	if h, want := r.Health(), "degraded: kube-apiserver on control-plane exited 1"; h != want {
+		t.Errorf("one of two restarted: %q, want %q", h, want)
+	}
+	r.Deaths[1].Restarted = &now
+	r.Deaths = append(r.Deaths, Death{Component: "kube-proxy on node-1", Status: "2", Restarted: &now})
+	if h, want := r.Health(), "running (restarts: kube-proxy on node-1 2, kube-apiserver on control-plane 1)"; h != want {
+		t.Errorf("all restarted: %q, want %q", h, want)
+	}
 }
