@@ -67,7 +67,7 @@ func (l *Lab) publishPods(ctx context.Context, before, after *topology.Topology)
 	return l.writePods(ctx, added)
 }
 
-// updatePod writes a pod's new labels, readiness or termination.
+// updatePod writes a pod's new labels, readiness, restart count or termination.
 func (l *Lab) updatePod(ctx context.Context, prev, p topology.Pod) error {
 	c := l.cp.client
 	var pod corev1.Pod
@@ -80,7 +80,7 @@ func (l *Lab) updatePod(ctx context.Context, prev, p topology.Pod) error {
 			return err
 		}
 	}
-	if prev.Ready != p.Ready {
+	if prev.Ready != p.Ready || prev.Restarts != p.Restarts {
 		n, _ := l.topo.Node(p.Node)
 		pod.Status = cluster.PodStatus(p, n.IP.String(), time.Now())
 		if err := c.UpdateStatus(ctx, cluster.Pods, &pod); err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -100,7 +101,9 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := l.addComponent(api); err != nil {
+	// A static pod: its kubelet restarts it.
+	_, err = l.addComponent(api, "kube-apiserver on "+cp.Name, func() (*kube.Process, error) { return kube.StartAPIServer(bin, l.cp.api) })
+	if err != nil {
 		return err
 	}
 	ready, err := kube.WaitAPIServer(ctx, api, l.cp.api)
@@ -142,13 +145,13 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 			l.cp.proxiesStarted <- l.startKubeProxies(startCtx)
 		}()
 	}
-	kcm, err := kube.StartControllerManager(bin, kube.ControllerManagerConfig{
-		Netns: m.NetNS, Kubeconfig: l.cp.kubeconfig, LogFile: l.logFile("kube-controller-manager"),
-	})
+	kcmConfig := kube.ControllerManagerConfig{Netns: m.NetNS, Kubeconfig: l.cp.kubeconfig, LogFile: l.logFile("kube-controller-manager")}
+	kcm, err := kube.StartControllerManager(bin, kcmConfig)
 	if err != nil {
 		return err
 	}
-	if err := l.addComponent(kcm); err != nil {
+	_, err = l.addComponent(kcm, "kube-controller-manager on "+cp.Name, func() (*kube.Process, error) { return kube.StartControllerManager(bin, kcmConfig) })
+	if err != nil {
 		return err
 	}
 	l.cp.watchCtx, l.cp.stopWatch = context.WithCancel(context.Background())
@@ -177,13 +180,15 @@ func (l *Lab) logFile(name string) string {
 }
 
 // addComponent records a component process, so that `svclab clean` can end it
-// should it outlive the lab's owner.
-func (l *Lab) addComponent(p *kube.Process) error {
+// should it outlive the lab's owner, and supervises it under name ("kube-proxy
+// on node-1"), restarting it with restart after a death when restart is not nil.
+func (l *Lab) addComponent(p *kube.Process, name string, restart supervise.Restart) (*supervise.Component, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.components = append(l.components, p)
+	c := l.supervisor.Watch(name, p, restart)
+	l.components = append(l.components, c)
 	l.record.Components = append(l.record.Components, record.Component{Name: p.Name, Process: record.ProcessOf(p.Pid())})
-	return record.Write(l.dir, l.record)
+	return c, record.Write(l.dir, l.record)
 }
 
 // stopFollowing stops the watch and waits until nothing syncs on its behalf, so
@@ -214,11 +219,11 @@ func (l *Lab) stopComponents() error {
 	defer cancel()
 	errs := make([]error, len(l.components))
 	var wg sync.WaitGroup
-	for i, p := range l.components {
+	for i, c := range l.components {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = p.Stop(ctx)
+			errs[i] = c.Process().Stop(ctx)
 		}()
 	}
 	wg.Wait()

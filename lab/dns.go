@@ -10,6 +10,7 @@ import (
 
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -45,7 +46,7 @@ const (
 // dnsReplica is one CoreDNS pod's process and its probe.
 type dnsReplica struct {
 	pod  topology.Pod
-	proc *kube.Process
+	comp *supervise.Component
 }
 
 // clusterDNS is a lab's running cluster DNS.
@@ -92,24 +93,27 @@ func (l *Lab) startDNS(ctx context.Context) error {
 	dir := record.RunDir(l.dir, l.ID)
 	for _, p := range pods {
 		m := l.members[p.Name]
-		proc, err := kube.StartCoreDNS(l.cp.binary, kube.CoreDNSConfig{
+		cfg := kube.CoreDNSConfig{
 			Name: "coredns " + p.Key(), Netns: m.NetNS,
 			CorefileConfig: kube.CorefileConfig{Domain: l.topo.DNS.Domain, Kubeconfig: l.cp.kubeconfig},
 			Corefile:       filepath.Join(dir, "Corefile-"+p.Name),
 			LogFile:        l.logFile(p.Name),
-		})
+		}
+		proc, err := kube.StartCoreDNS(l.cp.binary, cfg)
 		if err != nil {
 			return err
 		}
-		if err := l.addComponent(proc); err != nil {
+		// A Deployment's pod (restartPolicy Always): its kubelet restarts it.
+		c, err := l.addComponent(proc, "CoreDNS in pod "+p.Key(), func() (*kube.Process, error) { return kube.StartCoreDNS(l.cp.binary, cfg) })
+		if err != nil {
 			return err
 		}
-		l.dns.replicas = append(l.dns.replicas, &dnsReplica{pod: p, proc: proc})
+		l.dns.replicas = append(l.dns.replicas, &dnsReplica{pod: p, comp: c})
 	}
 	wctx, cancel := context.WithTimeout(ctx, dnsReadyWithin)
 	defer cancel()
 	err := forEach(wctx, l.parallel(), l.dns.replicas, func(ctx context.Context, r *dnsReplica) error {
-		took, err := kube.WaitCoreDNS(ctx, r.proc, l.topo.DNS.Domain)
+		took, err := kube.WaitCoreDNS(ctx, r.comp.Process(), l.topo.DNS.Domain)
 		if err != nil {
 			return fmt.Errorf("pod %s: %w", r.pod.Key(), err)
 		}
@@ -151,7 +155,7 @@ func (l *Lab) startDNSProbes() {
 // dnsProbeFailure failures in a row, ready again after dnsProbeSuccess
 // successes, through the API as a kubelet does.
 func (l *Lab) probeDNS(ctx context.Context, r *dnsReplica) {
-	client := traffic.HTTPClient(r.proc.Netns, dnsProbeTimeout)
+	client := traffic.HTTPClient(r.comp.Process().Netns, dnsProbeTimeout)
 	url := fmt.Sprintf("http://127.0.0.1:%d/ready", kube.CoreDNSReadyPort)
 	ready, failures, successes := true, 0, 0
 	tick := time.NewTicker(dnsProbePeriod)
@@ -211,7 +215,7 @@ func (l *Lab) stopDNS() error {
 	ctx, cancel := context.WithTimeout(context.Background(), dnsStopGrace)
 	defer cancel()
 	return forEach(context.Background(), len(l.dns.replicas)+1, l.dns.replicas, func(_ context.Context, r *dnsReplica) error {
-		return r.proc.Stop(ctx)
+		return r.comp.Process().Stop(ctx)
 	})
 }
 
@@ -221,7 +225,7 @@ func (l *Lab) DNSReplica(pod string) (*kube.Process, error) {
 	if l.dns != nil {
 		for _, r := range l.dns.replicas {
 			if r.pod.Name == pod || r.pod.Key() == pod {
-				return r.proc, nil
+				return r.comp.Process(), nil
 			}
 		}
 	}

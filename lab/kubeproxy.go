@@ -12,6 +12,7 @@ import (
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -36,7 +37,7 @@ const programmedWithin = 60 * time.Second
 // the API server by itself, and Sync waits until the node's dataplane, read
 // back by the mode's reader, is what kube-proxy must program for the state.
 type kubeProxy struct {
-	proc *kube.Process
+	comp *supervise.Component
 	mode proxy.Mode
 	cfg  proxy.Config
 	node string
@@ -63,7 +64,8 @@ func (l *Lab) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, 
 	if backend == "" {
 		backend = l.mode.VariantOf(l.config).Backend
 	}
-	p, err := l.runKubeProxy(ctx, n, l.mode, backend, *l.opts.KubeProxy)
+	// A DaemonSet's pod: its kubelet restarts it.
+	c, err := l.runKubeProxy(ctx, n, l.mode, backend, *l.opts.KubeProxy, true)
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +73,7 @@ func (l *Lab) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, 
 	if err != nil {
 		return nil, err
 	}
-	return &kubeProxy{proc: p, mode: l.mode, cfg: l.config, node: n.Name, ns: ns}, nil
+	return &kubeProxy{comp: c, mode: l.mode, cfg: l.config, node: n.Name, ns: ns}, nil
 }
 
 // KubeProxyRun is one kube-proxy a caller runs on a node (StartKubeProxy).
@@ -91,7 +93,8 @@ type KubeProxyRun struct {
 // one after another (benchmarks: a kube-proxy started over Services already in
 // the API server makes its first sync of all of them at once, as after a
 // restart). The process is one of the lab's components: the caller may stop
-// it, and the lab's Down stops it if the caller has not.
+// it, and the lab's Down stops it if the caller has not; it is the caller's,
+// so the lab does not restart it.
 func (l *Lab) StartKubeProxy(ctx context.Context, r KubeProxyRun) (*kube.Process, error) {
 	if l.cp == nil {
 		return nil, fmt.Errorf("lab %s has no control plane for kube-proxy to follow", l.ID)
@@ -116,13 +119,17 @@ func (l *Lab) StartKubeProxy(ctx context.Context, r KubeProxyRun) (*kube.Process
 	if backend == "" {
 		backend = m.VariantOf(proxy.Config{}).Backend
 	}
-	return l.runKubeProxy(ctx, n, m, backend, r.KubeProxyOptions)
+	c, err := l.runKubeProxy(ctx, n, m, backend, r.KubeProxyOptions, false)
+	if err != nil {
+		return nil, err
+	}
+	return c.Process(), nil
 }
 
 // runKubeProxy starts kube-proxy in mode m on node n, writing iptables rules
 // (iptables and IPVS modes) with the given xtables backend, and waits for its
-// first sync.
-func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, backend string, o KubeProxyOptions) (*kube.Process, error) {
+// first sync; with restart, the lab restarts it after a death.
+func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, backend string, o KubeProxyOptions, restart bool) (*supervise.Component, error) {
 	l.mu.Lock()
 	netns := l.members[n.Name].NetNS
 	l.mu.Unlock()
@@ -139,14 +146,20 @@ func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, b
 		// The nftables mode writes no iptables rules.
 		backend = ""
 	}
-	p, err := kube.StartProxy(l.cp.binary, kube.ProxyProcessConfig{
+	pc := kube.ProxyProcessConfig{
 		Name: "kube-proxy " + n.Name, Netns: netns, ConfigFile: cfgFile, Binary: o.Binary,
 		IPTablesBackend: backend, RunDir: dir, LogFile: l.logFile("kube-proxy-" + n.Name),
-	})
+	}
+	p, err := kube.StartProxy(l.cp.binary, pc)
 	if err != nil {
 		return nil, err
 	}
-	if err := l.addComponent(p); err != nil {
+	var again supervise.Restart
+	if restart {
+		again = func() (*kube.Process, error) { return kube.StartProxy(l.cp.binary, pc) }
+	}
+	c, err := l.addComponent(p, "kube-proxy on "+n.Name, again)
+	if err != nil {
 		return nil, err
 	}
 	took, err := kube.WaitProxy(ctx, p, n.IP)
@@ -156,7 +169,7 @@ func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, b
 		return nil, errors.Join(err, p.Stop(context.Background()))
 	}
 	l.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", l.ID, m.Name, n.Name, took.Round(time.Millisecond))
-	return p, nil
+	return c, nil
 }
 
 // Sync waits until the node's dataplane says what kube-proxy must program for
@@ -174,13 +187,14 @@ func (k *kubeProxy) Sync(ctx context.Context, s *proxy.State) error {
 		if diff = proxy.DiffServiceMaps(want, got); len(diff) == 0 {
 			return nil
 		}
-		if err := k.proc.Exited(); err != nil {
+		p := k.comp.Process()
+		if err := p.Exited(); err != nil {
 			return err
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("kube-proxy (%s) has not programmed the Services after %s; what differs:\n  %s\n(its log: %s)",
-				k.mode.Name, programmedWithin, strings.Join(diff, "\n  "), k.proc.LogFile)
+				k.mode.Name, programmedWithin, strings.Join(diff, "\n  "), p.LogFile)
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

@@ -20,11 +20,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 	"github.com/svclab/svclab/lab/version"
@@ -76,7 +76,9 @@ type Lab struct {
 	// cp is the control plane, nil without one; components are the processes
 	// the lab started, in order.
 	cp         *controlPlane
-	components []*kube.Process
+	components []*supervise.Component
+	// supervisor watches the components, and restarts those a kubelet would.
+	supervisor *supervise.Supervisor
 	// dns is the running cluster DNS, nil without one.
 	dns *clusterDNS
 
@@ -209,6 +211,7 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	if l.dir == "" {
 		l.dir = record.DefaultDir
 	}
+	l.supervisor = supervise.New(supervise.Events{Died: l.componentDied, Restarted: l.componentRestarted, RestartFailed: l.componentRestartFailed})
 	l.config = c
 	l.RunID = o.RunID
 	if l.RunID == "" {
@@ -275,6 +278,9 @@ func (l *Lab) logf(format string, args ...any) {
 func (l *Lab) Down() error {
 	// Nothing may sync on the watch's or a readiness probe's behalf once the
 	// proxiers close; the syncs they make take l.mu, so they stop first.
+	// The components it stops are no deaths and are not restarted; what the
+	// supervisor does is over when Close returns, which must not wait on mu.
+	l.supervisor.Close()
 	dnsErr := l.stopDNS()
 	l.stopFollowing()
 	// The balancers next, outside mu: they take it to look the lab up.

@@ -73,7 +73,7 @@ func newLsCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "LAB\tNAME\tMODE\tMEMBERS\tOWNER\tAGE\tSOURCE")
 			for _, r := range recs {
-				state := fmt.Sprintf("%d running", r.Owner.PID)
+				state := fmt.Sprintf("%d %s", r.Owner.PID, r.Health())
 				if !r.Owner.Alive() {
 					state = "gone (svclab clean removes it)"
 				}

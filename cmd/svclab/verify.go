@@ -95,6 +95,9 @@ without building anything.`,
 			var log io.Writer = os.Stderr
 			for _, r := range here {
 				start := time.Now()
+				// The lab's progress, and the death of any component it
+				// runs, on stderr.
+				r.opts.Log = log
 				l, err := lab.Up(ctx, t, r.opts)
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.label, err)
@@ -107,6 +110,7 @@ without building anything.`,
 						return errors.Join(err, l.Down())
 					}
 				}
+				fmt.Fprintf(log, "%s: checking %d flows and %d lookups\n", r.label, len(p.Flows), len(p.Lookups))
 				checks, err := verify.Execute(ctx, l, p, r.label)
 				err = errors.Join(err, l.Down())
 				if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -47,6 +48,9 @@ type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error // Wait's result, readable once done is closed
+	// stopped is set by Stop before its first signal: an exit after it is
+	// the lab's doing, not a death.
+	stopped atomic.Bool
 }
 
 // Start forks c inside c.Netns: the fork happens on a thread switched into the
@@ -126,6 +130,7 @@ func (p *Process) Exited() error {
 // to be reaped. Signals go to this process only (by its pidfd: never to a reused
 // pid). Stop after exit returns at once; an exit caused by Stop is no error.
 func (p *Process) Stop(ctx context.Context) error {
+	p.stopped.Store(true)
 	select {
 	case <-p.done:
 		return nil

@@ -45,6 +45,8 @@ type Lab struct {
 	// server, kube-proxy, ...). They die with the owner; `svclab clean` ends any
 	// that outlived it, by pid and start time.
 	Components []Component `json:"components,omitempty"`
+	// Deaths are the components that ended without the lab stopping them.
+	Deaths []Death `json:"deaths,omitempty"`
 }
 
 // Component is one component process of a lab.

@@ -63,3 +63,26 @@ func TestProcessAliveZombie(t *testing.T) {
 		t.Errorf("reaped child %d counts as alive", p.PID)
 	}
 }
+
+// TestHealth holds what `svclab ls` says of a lab whose components all run and
+// of one whose components died.
+func TestHealth(t *testing.T) {
+	r := &Lab{}
+	if h := r.Health(); h != "running" {
+		t.Errorf("no deaths: %q, want running", h)
+	}
+	r.Deaths = []Death{{Component: "kube-proxy on node-1", Status: "137 (killed)"}, {Component: "kube-apiserver on control-plane", Status: "1"}}
+	if h, want := r.Health(), "degraded: kube-proxy on node-1 exited 137 (killed); kube-apiserver on control-plane exited 1"; h != want {
+		t.Errorf("two deaths: %q, want %q", h, want)
+	}
+	now := time.Now()
+	r.Deaths[0].Restarted = &now
+	if h, want := r.Health(), "degraded: kube-apiserver on control-plane exited 1"; h != want {
+		t.Errorf("one of two restarted: %q, want %q", h, want)
+	}
+	r.Deaths[1].Restarted = &now
+	r.Deaths = append(r.Deaths, Death{Component: "kube-proxy on node-1", Status: "2", Restarted: &now})
+	if h, want := r.Health(), "running (restarts: kube-proxy on node-1 2, kube-apiserver on control-plane 1)"; h != want {
+		t.Errorf("all restarted: %q, want %q", h, want)
+	}
+}

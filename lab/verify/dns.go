@@ -81,10 +81,10 @@ func (a Answer) String() string {
 	return strings.Join(a.Records, ", ")
 }
 
-// record renders an answer record for comparison: its type and data, without
+// answerText renders an answer record for comparison: its type and data, without
 // the owner name, class and TTL; SRV without priority and weight (CoreDNS's
 // split of weight among targets is its own choice, not the specification's).
-func record(rr dns.RR) string {
+func answerText(rr dns.RR) string {
 	switch r := rr.(type) {
 	case *dns.A:
 		return "A " + r.A.String()

@@ -122,7 +122,7 @@ func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientCon
 		c.Observed = "answered " + dns.RcodeToString[resp.Rcode]
 	default:
 		for _, rr := range resp.Answer {
-			got = append(got, record(rr))
+			got = append(got, answerText(rr))
 		}
 		slices.Sort(got)
 		switch {

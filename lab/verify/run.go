@@ -13,6 +13,7 @@ import (
 
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -81,6 +82,9 @@ type Lab interface {
 	Member(name string) (*member.Member, error)
 	// PodResolvConf is the pod's own resolv.conf, nil when it keeps the host's.
 	PodResolvConf(pod string) ([]byte, error)
+	// Deaths are the lab's components that died at or after since: a check
+	// that passed while one was down proves nothing about a whole lab.
+	Deaths(since time.Time) []record.Death
 }
 
 // Run checks every flow Derive plans for the lab as it is, under its mode's
@@ -96,6 +100,7 @@ func Run(ctx context.Context, l Lab, label string) ([]Check, error) {
 // Execute checks every flow of plan p with real connections in the running lab l,
 // a few flows at a time; label names the run in each check.
 func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) {
+	start := time.Now()
 	m, err := ModelOf(l.Mode())
 	if err != nil {
 		return nil, err
@@ -184,6 +189,7 @@ func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) 
 		}
 		checks = append(checks, lookups...)
 	}
+	checks = append(checks, diedDuring(l.Deaths(start), label)...)
 	return checks, ctx.Err()
 }
 
