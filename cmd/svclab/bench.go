@@ -335,7 +335,8 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 			return usage(err)
 		}
 		c.KubeProxyModes = kpNative
-		return finishBench(f.out, command, runBenchPart(ctx, c, filepath.Join(f.out, bench.WhereHost), command))
+		err = runBenchPart(ctx, c, filepath.Join(f.out, bench.WhereHost), command)
+		return finishBench(f.out, command, err, notRunParts(ctx, f.out, map[string]string{bench.WhereHost: "every mode, natively"}))
 	}
 	// Check both configurations before spending any time. The VM part compares
 	// every mode asked for (or the defaults).
@@ -374,14 +375,18 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 		orNone(append(slices.Clone(hostModes), kubeProxyLabels(hostKP)...)))
 	// A failed VM part does not stop the host part (unless the run was
 	// stopped): what it measures is reported, and the run still fails.
+	planned := map[string]string{bench.WhereVM: "every mode in svclab's VM"}
+	if len(hostModes)+len(hostKP) > 0 {
+		planned[bench.WhereHost] = strings.Join(append(slices.Clone(hostModes), kubeProxyLabels(hostKP)...), ", ") + " natively"
+	}
 	err = runBenchInVM(ctx, f, vmConf, command)
 	if err != nil && ctx.Err() != nil {
-		return finishBench(f.out, command, err)
+		return finishBench(f.out, command, err, notRunParts(ctx, f.out, planned))
 	}
 	if len(hostModes)+len(hostKP) > 0 {
 		err = errors.Join(err, runBenchPart(ctx, hostConf, filepath.Join(f.out, bench.WhereHost), command))
 	}
-	return finishBench(f.out, command, err)
+	return finishBench(f.out, command, err, notRunParts(ctx, f.out, planned))
 }
 
 // benchManifest lists, in a bench's output directory, the files bench wrote.
@@ -486,10 +491,28 @@ func joinInts(v []int) string {
 	return strings.Join(s, ",")
 }
 
+// notRunParts names, when the run was interrupted, each part planned (part:
+// what it measures) that recorded nothing; a part that recorded says itself
+// what it did not run.
+func notRunParts(ctx context.Context, out string, planned map[string]string) []string {
+	if ctx.Err() == nil {
+		return nil
+	}
+	var notes []string
+	for _, p := range report.Parts {
+		what, ok := planned[p]
+		if _, err := os.Stat(filepath.Join(out, p, report.ResultsFile)); ok && err != nil {
+			notes = append(notes, fmt.Sprintf("**Interrupted**: the %s part (%s) did not run or sent nothing.", p, what))
+		}
+	}
+	return notes
+}
+
 // finishBench draws what the parts recorded (each plot once) and writes the
 // combined summary, also when a part failed (runErr), so that what was
 // measured is shown; then it checks the output's shape, unless a part failed.
-func finishBench(out, command string, runErr error) error {
+// notes are said first in the combined summary.
+func finishBench(out, command string, runErr error, notes []string) error {
 	recorded := slices.ContainsFunc(report.Parts, func(p string) bool {
 		_, err := os.Stat(filepath.Join(out, p, report.ResultsFile))
 		return err == nil
@@ -497,7 +520,7 @@ func finishBench(out, command string, runErr error) error {
 	if !recorded && runErr != nil {
 		return runErr
 	}
-	if err := report.Publish(out, command); err != nil {
+	if err := report.Publish(out, command, notes...); err != nil {
 		return errors.Join(runErr, err)
 	}
 	if runErr != nil {

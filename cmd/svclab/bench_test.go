@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -54,5 +55,27 @@ func TestCommittedBenchOutputsAreItsOwn(t *testing.T) {
 		if len(left) > 0 {
 			t.Errorf("%s: files of the old run not in its manifest: %v", d, left)
 		}
+	}
+}
+
+// A run interrupted before a part recorded anything names that part in the
+// combined summary; a part that recorded says itself what it did not run.
+func TestInterruptedBenchNamesThePartsNotRun(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, "host"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "host", "results.csv"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	planned := map[string]string{"vm": "every mode in svclab's VM", "host": "iptables natively"}
+	if notes := notRunParts(context.Background(), dir, planned); notes != nil {
+		t.Errorf("a run not interrupted: %v", notes)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	notes := notRunParts(ctx, dir, planned)
+	if len(notes) != 1 || !strings.Contains(notes[0], "the vm part (every mode in svclab's VM) did not run") {
+		t.Errorf("interrupted: %v", notes)
 	}
 }

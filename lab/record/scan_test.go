@@ -1,7 +1,9 @@
 package record
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -55,6 +57,46 @@ func TestWriteLeavesNoTemporaryFile(t *testing.T) {
 		id, pid, ok := tmpOf(name)
 		if !ok || id != want.id || pid != want.pid {
 			t.Errorf("tmpOf(%s) = %q, %d, %v", name, id, pid, ok)
+		}
+	}
+}
+
+// clean's sweep of dir: a stray run directory and a temporary file whose
+// writer is gone go, with no error (it once said `%!w(<nil>)`); a running
+// lab's directory and a record being written by a live process stay.
+func TestRemoveStrayDirs(t *testing.T) {
+	dir := t.TempDir()
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{ // name: stays
+		"stray-abcd": false, "web-abcd": true,
+		fmt.Sprintf("stray-abcd.json.%d.tmp", gone.Process.Pid): false,
+		fmt.Sprintf("new-wxyz.json.%d.tmp", os.Getpid()):        true,
+		"old-wxyz.json.tmp": false,
+	}
+	for name := range names {
+		var err error
+		if strings.HasSuffix(name, ".tmp") {
+			err = os.WriteFile(filepath.Join(dir, name), nil, 0o644)
+		} else {
+			err = os.Mkdir(filepath.Join(dir, name), 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := removeStrayDirs(dir, entries, []string{"web-abcd"}); err != nil {
+		t.Errorf("removeStrayDirs = %v", err)
+	}
+	for name, stays := range names {
+		if _, err := os.Stat(filepath.Join(dir, name)); (err == nil) != stays {
+			t.Errorf("%s: stays %v, want %v", name, err == nil, stays)
 		}
 	}
 }

@@ -357,8 +357,11 @@ func TestInterruptedRunSaysSo(t *testing.T) {
 	if err := WriteRecord(filepath.Join(dir, bench.WhereHost), r); err != nil {
 		t.Fatal(err)
 	}
-	if err := Publish(dir, "svclab bench"); err != nil {
+	if err := Publish(dir, "svclab bench", "**Interrupted**: the vm part did not run."); err != nil {
 		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, SummaryFile)); err != nil || !strings.Contains(string(b), "the vm part did not run") {
+		t.Errorf("the combined summary lacks the part that did not run: %v", err)
 	}
 	for _, f := range []string{SummaryFile, filepath.Join(bench.WhereHost, SummaryFile), filepath.Join(bench.WhereHost, MachineFile)} {
 		b, err := os.ReadFile(filepath.Join(dir, f))

@@ -39,8 +39,9 @@ type rendered struct {
 // summary.md and plots, each plot once) and writes dir/summary.md: one page
 // with both runs, each whole and apart. Figures from two kernels are never put
 // in one table: the VM is an emulated machine an order of magnitude slower,
-// and only ratios within one run mean anything.
-func Publish(dir, command string) error {
+// and only ratios within one run mean anything. notes (what did not run) are
+// said first.
+func Publish(dir, command string, notes ...string) error {
 	var parts []*rendered
 	var names []string
 	for _, p := range Parts {
@@ -65,6 +66,9 @@ func Publish(dir, command string) error {
 	b.WriteString("# svclab bench\n\n")
 	if command != "" {
 		fmt.Fprintf(&b, "Made by `%s`.\n\n", command)
+	}
+	for _, n := range notes {
+		b.WriteString(n + "\n\n")
 	}
 	b.WriteString("Each part below is one run on one kernel, with its own raw CSV (`results.csv`, a row per measurement), machine record (`machine.json`) and plots. " +
 		"Compare modes and methods within a part; never a figure of one part with a figure of the other.\n\n")
