@@ -78,6 +78,9 @@ func (f *labFlags) options() (lab.Options, error) {
 			Backend: f.backend, Method: f.apply, NoConntrackCleanup: f.noCleanup,
 		},
 		KubeProxyVersion: f.version,
+		// Every command that builds a lab shows its long steps (a first build of
+		// the components takes many minutes) on stderr, as lines.
+		Log: os.Stderr,
 	}
 	k := &o.Proxy.KubeProxy
 	k.IPVS.Scheduler = f.scheduler

@@ -79,7 +79,6 @@ func runLab(t *topology.Topology, f labFlags, runID string, readyFD int) error {
 		return usage(err)
 	}
 	opts.RunID = runID
-	opts.Log = os.Stderr
 	var ready io.WriteCloser = os.Stdout
 	if readyFD > 0 {
 		// Inherited without close-on-exec: the lab's component processes would
