@@ -24,6 +24,27 @@ const (
 	exitUsage  = 2
 )
 
+// newRootCommand is svclab's command line.
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "svclab",
+		Short: "Prove how Kubernetes Services behave in the Linux kernel",
+		Long: `svclab builds fake nodes, pods and outside clients as network namespaces joined by
+veth pairs, installs kube-proxy's rules into the nodes for real, and drives real TCP
+and UDP traffic through them. Topologies are YAML files (see topologies/); without -f
+the built-in web.yaml is used.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// --version prints what `svclab version` prints.
+		Version: svclabVersion(),
+	}
+	root.SetVersionTemplate("{{versionText}}")
+	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
+		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand(), newCompareCommand(),
+		newVersionCommand())
+	return root
+}
+
 // usageError marks errors that exit 2.
 type usageError struct{ err error }
 
@@ -38,19 +59,7 @@ func usage(err error) error {
 }
 
 func main() {
-	root := &cobra.Command{
-		Use:   "svclab",
-		Short: "Prove how Kubernetes Services behave in the Linux kernel",
-		Long: `svclab builds fake nodes, pods and outside clients as network namespaces joined by
-veth pairs, installs kube-proxy's rules into the nodes for real, and drives real TCP
-and UDP traffic through them. Topologies are YAML files (see topologies/); without -f
-the built-in web.yaml is used.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
-		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand(), newCompareCommand())
-	err := root.Execute()
+	err := newRootCommand().Execute()
 	if err == nil {
 		return
 	}
