@@ -114,6 +114,11 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err != nil {
 		return nil, err
 	}
+	if o.Mode != "" {
+		if err := l.mode.Available(); err != nil {
+			return nil, fmt.Errorf("mode %s: %w", l.mode.Name, err)
+		}
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			l.Down()
@@ -198,9 +203,6 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 			if err := m.HasProxier(); err != nil {
 				return nil, err
 			}
-		}
-		if err := m.Available(); err != nil {
-			return nil, fmt.Errorf("mode %s: %w", m.Name, err)
 		}
 		l.mode = m
 	}

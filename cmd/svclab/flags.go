@@ -194,7 +194,9 @@ func loadTopology(file string) (*topology.Topology, error) {
 		return topology.Default()
 	}
 	if _, err := os.Stat(file); err == nil {
-		return topology.Load(file)
+		// Unreadable or wrong, it is the user's input.
+		t, err := topology.Load(file)
+		return t, usage(err)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, usage(err)
 	}

@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -42,6 +43,7 @@ the built-in web.yaml is used.`,
 	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
 		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand(), newCompareCommand(),
 		newVersionCommand())
+	strictUsage(root)
 	return root
 }
 
@@ -59,20 +61,31 @@ func usage(err error) error {
 }
 
 func main() {
-	err := newRootCommand().Execute()
+	os.Exit(runSvclab(os.Args[1:], os.Stderr))
+}
+
+// runSvclab runs svclab with args and returns its exit status, having told stderr what
+// went wrong; a usage error also says where to read the usage.
+func runSvclab(args []string, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
 	if err == nil {
-		return
+		return 0
 	}
 	var code exitCode
 	if errors.As(err, &code) {
-		os.Exit(int(code))
+		return int(code)
 	}
-	fmt.Fprintln(os.Stderr, "svclab:", err)
+	fmt.Fprintln(stderr, "svclab:", err)
 	var ue usageError
 	var te topology.ErrorList
 	switch {
-	case errors.As(err, &ue), errors.Is(err, lab.ErrPrivileges), errors.As(err, &te):
-		os.Exit(exitUsage)
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "see '%s --help'\n", cmd.CommandPath())
+		return exitUsage
+	case errors.Is(err, lab.ErrPrivileges), errors.As(err, &te):
+		return exitUsage
 	}
-	os.Exit(exitFailed)
+	return exitFailed
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab"
-	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -44,13 +43,14 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 			if err != nil {
 				return err
 			}
-			if _, err := f.options(); err != nil {
+			o, err := f.options()
+			if err != nil {
 				return usage(err)
 			}
 			// Checked here, before a background process is started to hold a
 			// lab it could not build.
-			if m, _ := proxy.Lookup(f.mode); f.proxyImpl != proxyKubeProxy && m.HasProxier() != nil {
-				return usage(m.HasProxier())
+			if err := lab.Check(t, o); err != nil {
+				return usage(err)
 			}
 			if err := lab.CheckPrivileges(); err != nil {
 				return err

@@ -191,7 +191,7 @@ func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
 		}
 		m, _ := proxy.Lookup(name)
 		if err := m.HasProxier(); err != nil && !kubeProxy {
-			return nil, err
+			return nil, usage(err)
 		}
 		variants := []proxy.Variant{m.VariantOf(o.Proxy)}
 		if f.mode == "all" && f.backend == "" && len(m.Variants) > 0 {
@@ -201,6 +201,10 @@ func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
 			o := o
 			if v.Backend != "" {
 				o.Proxy.Backend = v.Backend
+			}
+			// A plan refuses what a run would.
+			if err := lab.Check(t, o); err != nil {
+				return nil, usage(err)
 			}
 			p, err := planFor(t, o, flows)
 			if err != nil {

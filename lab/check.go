@@ -1,0 +1,40 @@
+package lab
+
+import (
+	"fmt"
+
+	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/topology"
+)
+
+// Check refuses what Up refuses of t and o for their own sake, before and while
+// it programs the nodes: the mode, the configuration svclab's proxiers would
+// refuse (backend, scheduler, release, fields they do not reproduce), the backend
+// the real kube-proxy would be given. It needs no root and leaves the kernel
+// alone (whether this kernel can run the mode is Up's to find out), so a plan
+// (verify --plan) refuses exactly what a run would.
+func Check(t *topology.Topology, o Options) error {
+	l, err := newLab(t, o)
+	if err != nil || o.Mode == "" {
+		return err
+	}
+	if o.KubeProxy != nil {
+		if l.config.Backend == "" {
+			return nil
+		}
+		_, err := xtables.BackendFor(l.config.Backend)
+		return err
+	}
+	if l.mode.Render == nil || len(l.topo.Nodes) == 0 {
+		return nil
+	}
+	// The mode's proxier checks its settings as its Render does: rendering one
+	// node asks them as a run's first sync would.
+	n := l.topo.Nodes[0]
+	state := proxy.NewState(l.topo.Services, l.topo.EndpointSlices(), nil)
+	if _, err := l.mode.Render(proxy.Target{Node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, Config: l.config}, state); err != nil {
+		return fmt.Errorf("mode %s: %w", l.mode.Name, err)
+	}
+	return nil
+}
