@@ -166,6 +166,9 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err := l.writePodFiles(l.topo.Pods); err != nil {
 		return l, err
 	}
+	if err := l.recordServices(); err != nil {
+		return l, err
+	}
 	if l.cp != nil && l.mode.Name != "" {
 		l.cp.following = make(chan struct{})
 		go func() {

@@ -35,6 +35,9 @@ type labFlags struct {
 	kubeProxyConfig string
 }
 
+// schedulers are IPVS's schedulers kube-proxy takes as ipvs.scheduler.
+var schedulers = []string{"rr", "wrr", "lc", "wlc", "sh", "dh", "sed", "nq", "mh"}
+
 // Proxies that can program a lab's nodes (--proxy).
 const (
 	proxySvclab    = "svclab"
@@ -46,7 +49,7 @@ func (f *labFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.mode, "mode", proxy.DefaultMode(), "proxy mode: "+strings.Join(proxy.Modes(), ", "))
 	fs.StringVar(&f.backend, "backend", "", "xtables backend the rules are written with: nft (default) or legacy")
 	fs.StringVar(&f.apply, "apply", "", "how svclab's proxier writes a change: "+methodHelp())
-	fs.StringVar(&f.scheduler, "scheduler", "", "kube-proxy's ipvs.scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq, mh")
+	fs.StringVar(&f.scheduler, "scheduler", "", "kube-proxy's ipvs.scheduler: "+strings.Join(schedulers, ", ")+" (default rr)")
 	fs.StringVar(&f.version, "kube-proxy-version", "", "kube-proxy release whose rules to reproduce, e.g. 1.18 (default: the topology's, else "+version.Default.String()+")")
 	fs.BoolVar(&f.masqueradeAll, "masquerade-all", false, "kube-proxy's --masquerade-all: SNAT all traffic to ClusterIPs")
 	fs.BoolVar(&f.noCleanup, "no-conntrack-cleanup", false, "do not delete stale UDP conntrack entries after endpoint changes")

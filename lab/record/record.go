@@ -45,6 +45,21 @@ type Lab struct {
 	// server, kube-proxy, ...). They die with the owner; `svclab clean` ends any
 	// that outlived it, by pid and start time.
 	Components []Component `json:"components,omitempty"`
+	// Services are the Service ports the lab's proxies programmed when it came
+	// up, as `svclab up` printed them (`svclab inspect` prints them again).
+	Services []Service `json:"services,omitempty"`
+}
+
+// Service is one port of a Service, as kubectl get svc shows it.
+type Service struct {
+	Name      string `json:"name"`
+	ClusterIP string `json:"clusterIP"`
+	// External are the load balancer ingress IPs, then the external IPs.
+	External  []string `json:"external,omitempty"`
+	Port      int      `json:"port"`
+	Protocol  string   `json:"protocol"`
+	NodePort  int      `json:"nodePort,omitempty"`
+	Endpoints []string `json:"endpoints"`
 }
 
 // Component is one component process of a lab.
