@@ -200,6 +200,14 @@ pods:
 			Expect(err.(*exec.ExitError).ExitCode()).To(Equal(2), string(out))
 			Expect(string(out)).To(ContainSubstring("needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN"), "svclab %v", args)
 		}
+		By("doctor as nobody cannot tell, and says so")
+		cmd := exec.Command(bin, "doctor")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		Expect(err).To(HaveOccurred(), "svclab doctor as nobody:\n%s", out)
+		Expect(err.(*exec.ExitError).ExitCode()).To(Equal(2), string(out))
+		Expect(string(out)).To(ContainSubstring("cannot tell which modes can run natively"))
+		Expect(string(out)).NotTo(MatchRegexp(`(?m)^  \S+ +native`))
 	})
 })
 

@@ -37,6 +37,9 @@ func newUpCommand() *cobra.Command {
 server on every declared pod port. The lab keeps running after up returns: one
 background svclab process per lab serves the pods until 'svclab down LAB'.
 With --foreground, up stays attached and Ctrl-C tears the lab down.`,
+		Example: `  sudo svclab up                      # the built-in web.yaml, iptables-nft
+  sudo svclab up -f lb --mode ipvs
+  sudo svclab up -f httpd --proxy kube-proxy --mode nftables`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := loadTopology(f.file)

@@ -64,6 +64,9 @@ tear the lab down. Exit status 0 only if every check passed.
 --flows FILE checks the flows written in FILE instead (see README, "Flows files").
 --plan prints the checks a run would make and what each expects, without root and
 without building anything.`,
+		Example: `  sudo svclab verify                  # web.yaml in iptables-nft
+  sudo svclab verify -f lb --mode all
+  svclab verify --plan --json -f httpd`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := loadTopology(f.file)
