@@ -45,7 +45,7 @@ const (
 )
 
 func (f *labFlags) register(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.file, "file", "f", "", "topology file, or the name of a shipped one (web, httpd); default: the built-in web.yaml")
+	fs.StringVarP(&f.file, "file", "f", "", "topology file, or the name of a shipped one ("+shippedNames()+"); default: the built-in web.yaml")
 	fs.StringVar(&f.mode, "mode", proxy.DefaultMode(), "proxy mode: "+strings.Join(proxy.Modes(), ", "))
 	fs.StringVar(&f.backend, "backend", "", "xtables backend the rules are written with: nft (default) or legacy")
 	fs.StringVar(&f.apply, "apply", "", "how svclab's proxier writes a change: "+methodHelp())
