@@ -5,6 +5,7 @@ import (
 
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
 
@@ -37,4 +38,18 @@ func Check(t *topology.Topology, o Options) error {
 		return fmt.Errorf("mode %s: %w", l.mode.Name, err)
 	}
 	return nil
+}
+
+// Describe is the record a lab of t with o would write once up: its members with
+// their addresses and the Services' ports as the topology gives them (with a
+// control plane, the API server may allocate what the file leaves out). It
+// builds nothing and needs no root.
+func Describe(t *topology.Topology, o Options) (record.Lab, error) {
+	l, err := newLab(t, o)
+	if err != nil {
+		return record.Lab{}, err
+	}
+	state := proxy.NewState(l.topo.Services, l.topo.EndpointSlices(), nil)
+	l.record.Services = ServiceRecords(state.Ports)
+	return *l.record, nil
 }

@@ -16,7 +16,7 @@ import (
 // backends, schedulers, proxies.
 func completeNames(root *cobra.Command) {
 	labArgs := map[string]cobra.CompletionFunc{
-		"down": completeLabs, "inspect": completeLabs, "kubectl": completeLabs, "logs": completeLabs, "exec": completeExec,
+		"down": completeLabs, "inspect": completeLabs, "kubectl": completeLabs, "logs": completeLabs, "exec": completeExec, "graph": completeLabs,
 	}
 	flags := map[string]cobra.CompletionFunc{
 		"mode":      completeModes,

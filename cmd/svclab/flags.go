@@ -45,7 +45,7 @@ const (
 )
 
 func (f *labFlags) register(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.file, "file", "f", "", "topology file, or the name of a shipped one ("+shippedNames()+"); default: the built-in web.yaml")
+	fs.StringVarP(&f.file, "file", "f", "", fileHelp())
 	fs.StringVar(&f.mode, "mode", proxy.DefaultMode(), "proxy mode: "+strings.Join(proxy.Modes(), ", "))
 	fs.StringVar(&f.backend, "backend", "", "xtables backend the rules are written with: nft (default) or legacy")
 	fs.StringVar(&f.apply, "apply", "", "how svclab's proxier writes a change: "+methodHelp())
@@ -209,6 +209,11 @@ func loadTopology(file string) (*topology.Topology, error) {
 		}
 	}
 	return nil, usage(fmt.Errorf("%s: no such file, and no shipped topology has that name (shipped: %s)", file, shippedNames()))
+}
+
+// fileHelp is -f's help: what loadTopology reads.
+func fileHelp() string {
+	return "topology file, or the name of a shipped one (" + shippedNames() + "); default: the built-in web.yaml"
 }
 
 func shippedNames() string {

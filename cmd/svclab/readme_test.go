@@ -180,3 +180,19 @@ func TestReadmeCISteps(t *testing.T) {
 		t.Errorf("README.md lists scripts/test.sh's steps as\n  %s\nbut the script's steps are\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
 	}
 }
+
+// TestReadmeGraph: the picture of web.yaml the README shows is what
+// `svclab graph -f web --format svg` draws today.
+func TestReadmeGraph(t *testing.T) {
+	want, err := os.ReadFile("../../docs/web.svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := rootCmd("graph", "-f", "web", "--format", "svg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != string(want) {
+		t.Errorf("docs/web.svg is not what svclab graph -f web --format svg draws now: regenerate it (go run ./cmd/svclab graph -f web --format svg > docs/web.svg)")
+	}
+}

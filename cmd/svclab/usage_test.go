@@ -35,6 +35,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"verify", "--plan", "--proxy", "kube-proxy", "--backend", "nftt"}, []string{`backend "nftt"`}},
 		{[]string{"verify", "--plan", "--mode", "ipvs", "--scheduler", "foo"}, []string{`ipvs.scheduler "foo"`}},
 		{[]string{"verify", "--plan", "--kube-proxy-config", npa}, []string{"nodePortAddresses"}},
+		{[]string{"graph", "web", "-f", "web"}, []string{"not both"}},
+		{[]string{"graph", "--format", "png"}, []string{`--format "png"`}},
 		{[]string{"up", "--backend", "nftt"}, []string{`backend "nftt"`, "see 'svclab up --help'"}},
 	} {
 		var stderr bytes.Buffer
