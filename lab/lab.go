@@ -106,6 +106,11 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err != nil {
 		return nil, err
 	}
+	if o.Mode != "" {
+		if err := l.mode.Available(); err != nil {
+			return nil, fmt.Errorf("mode %s: %w", l.mode.Name, err)
+		}
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			l.Down()
@@ -160,6 +165,9 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err := l.writePodFiles(l.topo.Pods); err != nil {
 		return l, err
 	}
+	if err := l.recordServices(); err != nil {
+		return l, err
+	}
 	if l.cp != nil && l.mode.Name != "" {
 		l.cp.following = make(chan struct{})
 		go func() {
@@ -195,11 +203,6 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	t, m, c, err := Prepare(t, o)
 	if err != nil {
 		return nil, err
-	}
-	if o.Mode != "" {
-		if err := m.Available(); err != nil {
-			return nil, fmt.Errorf("mode %s: %w", m.Name, err)
-		}
 	}
 	l := &Lab{
 		opts: o, topo: t, dir: o.RecordDir, mode: m,

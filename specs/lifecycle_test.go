@@ -2,6 +2,7 @@ package specs
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -145,6 +146,31 @@ var _ = Describe("A lab's life", Label("lifecycle"), func() {
 		out, err = runSvclab("ls")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(out).To(ContainSubstring(id))
+		By("ls --json and inspect show it again, as up printed it")
+		out, err = runSvclab("ls", "--json")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var labs []struct {
+			ID      string `json:"id"`
+			Running bool   `json:"running"`
+		}
+		Expect(json.Unmarshal([]byte(out), &labs)).To(Succeed(), out)
+		Expect(labs).To(ContainElement(HaveField("ID", id)))
+		for _, l := range labs {
+			Expect(l.ID != id || l.Running).To(BeTrue(), "lab %s not running in ls --json", id)
+		}
+		out, err = runSvclab("inspect", id)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(MatchRegexp(`(?m)^client +pod +10\.244\.1\.5 +node-1 `))
+		Expect(out).To(MatchRegexp(`(?m)^default/web:http +10\.96\.123\.45 .* 10\.244\.1\.10:8080`))
+		out, err = runSvclab("inspect", id, "--json")
+		Expect(err).NotTo(HaveOccurred(), out)
+		var inspected record.Lab
+		Expect(json.Unmarshal([]byte(out), &inspected)).To(Succeed(), out)
+		Expect(inspected.Services).NotTo(BeEmpty())
+		Expect(inspected.Members).To(ContainElement(HaveField("Name", "client")))
+		out, err = runSvclab("graph", id)
+		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(out).To(ContainSubstring(`"svc default/web:http" -- "web-a" [style=dashed];`))
 		out, err = runSvclab("down", id)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Expect(labNamespaces("web", strings.TrimPrefix(id, "web-"))).To(BeEmpty())
@@ -177,6 +203,14 @@ pods:
 			Expect(err.(*exec.ExitError).ExitCode()).To(Equal(2), string(out))
 			Expect(string(out)).To(ContainSubstring("needs root, or CAP_NET_ADMIN and CAP_SYS_ADMIN"), "svclab %v", args)
 		}
+		By("doctor as nobody cannot tell, and says so")
+		cmd := exec.Command(bin, "doctor")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+		out, err := cmd.CombinedOutput()
+		Expect(err).To(HaveOccurred(), "svclab doctor as nobody:\n%s", out)
+		Expect(err.(*exec.ExitError).ExitCode()).To(Equal(2), string(out))
+		Expect(string(out)).To(ContainSubstring("cannot tell which modes can run natively"))
+		Expect(string(out)).NotTo(MatchRegexp(`(?m)^  \S+ +native`))
 	})
 })
 

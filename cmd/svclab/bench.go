@@ -372,7 +372,7 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 	}
 	fmt.Fprintf(os.Stderr, "svclab: %s: comparing %s in svclab's VM (one guest kernel), then %s natively; reported apart\n",
 		why, strings.Join(append(slices.Clone(vmConf.Modes), kubeProxyLabels(vmConf.KubeProxyModes)...), ", "),
-		orNone(append(slices.Clone(hostModes), kubeProxyLabels(hostKP)...)))
+		joinOr(append(slices.Clone(hostModes), kubeProxyLabels(hostKP)...), ", ", "nothing"))
 	// A failed VM part does not stop the host part (unless the run was
 	// stopped): what it measures is reported, and the run still fails.
 	planned := map[string]string{bench.WhereVM: "every mode in svclab's VM"}
@@ -408,13 +408,6 @@ func kubeProxyLabels(modes []string) []string {
 		out[i] = "kube-proxy " + m
 	}
 	return out
-}
-
-func orNone(v []string) string {
-	if len(v) == 0 {
-		return "nothing"
-	}
-	return strings.Join(v, ", ")
 }
 
 // runBenchPart runs one part on this kernel and writes its record. A run that

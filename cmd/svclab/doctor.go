@@ -21,7 +21,13 @@ func newDoctorCommand() *cobra.Command {
 throwaway network namespace (as root; removed again); each program with its version or
 the package to install; whether svclab's VM can run, under KVM or TCG, and whether its
 kernel is cached; and for every proxy mode "native", "in the VM" or "cannot run" with
-what is missing and how to get it. Exit status 0 when every mode can run somewhere.`,
+what is missing and how to get it. Without root it cannot try the kernel, says so,
+and calls no mode native.
+
+Exit status: 0 when every mode can run somewhere, 1 when some cannot, 2 when it
+cannot tell (not root).`,
+		Example: `  sudo svclab doctor
+  sudo svclab doctor --json | jq '.modes[] | select(.where != "native")'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Ctrl-C must not cut the probe short of removing its namespace: it ends
@@ -41,6 +47,9 @@ what is missing and how to get it. Exit status 0 when every mode can run somewhe
 			}
 			if err != nil {
 				return err
+			}
+			if !rep.Probed {
+				return exitCode(exitUsage)
 			}
 			if !rep.OK {
 				return exitCode(exitFailed)

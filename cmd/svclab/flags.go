@@ -35,6 +35,9 @@ type labFlags struct {
 	kubeProxyConfig string
 }
 
+// schedulers are IPVS's schedulers kube-proxy takes as ipvs.scheduler.
+var schedulers = []string{"rr", "wrr", "lc", "wlc", "sh", "dh", "sed", "nq", "mh"}
+
 // Proxies that can program a lab's nodes (--proxy).
 const (
 	proxySvclab    = "svclab"
@@ -42,11 +45,11 @@ const (
 )
 
 func (f *labFlags) register(fs *pflag.FlagSet) {
-	fs.StringVarP(&f.file, "file", "f", "", "topology file, or the name of a shipped one (web, httpd); default: the built-in web.yaml")
+	fs.StringVarP(&f.file, "file", "f", "", fileHelp())
 	fs.StringVar(&f.mode, "mode", proxy.DefaultMode(), "proxy mode: "+strings.Join(proxy.Modes(), ", "))
 	fs.StringVar(&f.backend, "backend", "", "xtables backend the rules are written with: nft (default) or legacy")
 	fs.StringVar(&f.apply, "apply", "", "how svclab's proxier writes a change: "+methodHelp())
-	fs.StringVar(&f.scheduler, "scheduler", "", "kube-proxy's ipvs.scheduler: rr (default), wrr, lc, wlc, sh, dh, sed, nq, mh")
+	fs.StringVar(&f.scheduler, "scheduler", "", "kube-proxy's ipvs.scheduler: "+strings.Join(schedulers, ", ")+" (default rr)")
 	fs.StringVar(&f.version, "kube-proxy-version", "", "kube-proxy release whose rules to reproduce, e.g. 1.18 (default: the topology's, else "+version.Default.String()+")")
 	fs.BoolVar(&f.masqueradeAll, "masquerade-all", false, "kube-proxy's --masquerade-all: SNAT all traffic to ClusterIPs")
 	fs.BoolVar(&f.noCleanup, "no-conntrack-cleanup", false, "do not delete stale UDP conntrack entries after endpoint changes")
@@ -78,6 +81,9 @@ func (f *labFlags) options() (lab.Options, error) {
 			Backend: f.backend, Method: f.apply, NoConntrackCleanup: f.noCleanup,
 		},
 		KubeProxyVersion: f.version,
+		// Every command that builds a lab shows its long steps (a first build of
+		// the components takes many minutes) on stderr, as lines.
+		Log: os.Stderr,
 	}
 	k := &o.Proxy.KubeProxy
 	k.IPVS.Scheduler = f.scheduler
@@ -191,7 +197,9 @@ func loadTopology(file string) (*topology.Topology, error) {
 		return topology.Default()
 	}
 	if _, err := os.Stat(file); err == nil {
-		return topology.Load(file)
+		// Unreadable or wrong, it is the user's input.
+		t, err := topology.Load(file)
+		return t, usage(err)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, usage(err)
 	}
@@ -201,6 +209,11 @@ func loadTopology(file string) (*topology.Topology, error) {
 		}
 	}
 	return nil, usage(fmt.Errorf("%s: no such file, and no shipped topology has that name (shipped: %s)", file, shippedNames()))
+}
+
+// fileHelp is -f's help: what loadTopology reads.
+func fileHelp() string {
+	return "topology file, or the name of a shipped one (" + shippedNames() + "); default: the built-in web.yaml"
 }
 
 func shippedNames() string {

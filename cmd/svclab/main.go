@@ -6,6 +6,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,29 @@ const (
 	exitUsage  = 2
 )
 
+// newRootCommand is svclab's command line.
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "svclab",
+		Short: "Prove how Kubernetes Services behave in the Linux kernel",
+		Long: `svclab builds fake nodes, pods and outside clients as network namespaces joined by
+veth pairs, installs kube-proxy's rules into the nodes for real, and drives real TCP
+and UDP traffic through them. Topologies are YAML files (see topologies/); without -f
+the built-in web.yaml is used.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		// --version prints what `svclab version` prints.
+		Version: svclabVersion(),
+	}
+	root.SetVersionTemplate("{{versionText}}")
+	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
+		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand(), newCompareCommand(),
+		newVersionCommand(), newInspectCommand(), newGraphCommand())
+	completeNames(root)
+	strictUsage(root)
+	return root
+}
+
 // usageError marks errors that exit 2.
 type usageError struct{ err error }
 
@@ -38,32 +62,31 @@ func usage(err error) error {
 }
 
 func main() {
-	root := &cobra.Command{
-		Use:   "svclab",
-		Short: "Prove how Kubernetes Services behave in the Linux kernel",
-		Long: `svclab builds fake nodes, pods and outside clients as network namespaces joined by
-veth pairs, installs kube-proxy's rules into the nodes for real, and drives real TCP
-and UDP traffic through them. Topologies are YAML files (see topologies/); without -f
-the built-in web.yaml is used.`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-	}
-	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
-		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand(), newCompareCommand())
-	err := root.Execute()
+	os.Exit(runSvclab(os.Args[1:], os.Stderr))
+}
+
+// runSvclab runs svclab with args and returns its exit status, having told stderr what
+// went wrong; a usage error also says where to read the usage.
+func runSvclab(args []string, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	cmd, err := root.ExecuteC()
 	if err == nil {
-		return
+		return 0
 	}
 	var code exitCode
 	if errors.As(err, &code) {
-		os.Exit(int(code))
+		return int(code)
 	}
-	fmt.Fprintln(os.Stderr, "svclab:", err)
+	fmt.Fprintln(stderr, "svclab:", err)
 	var ue usageError
 	var te topology.ErrorList
 	switch {
-	case errors.As(err, &ue), errors.Is(err, namespaces.ErrPrivileges), errors.As(err, &te):
-		os.Exit(exitUsage)
+	case errors.As(err, &ue):
+		fmt.Fprintf(stderr, "see '%s --help'\n", cmd.CommandPath())
+		return exitUsage
+	case errors.Is(err, namespaces.ErrPrivileges), errors.As(err, &te):
+		return exitUsage
 	}
-	os.Exit(exitFailed)
+	return exitFailed
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -58,19 +59,30 @@ func stopOwner(r *record.Lab) error {
 }
 
 func newLsCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "ls",
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "ls [--json]",
 		Short: "List labs",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			recs, bad, err := record.Scan(record.DefaultDir)
 			if err != nil {
 				return err
 			}
 			for _, c := range bad {
-				fmt.Fprintf(os.Stderr, "svclab: warning: %v\n", c)
+				fmt.Fprintf(cmd.ErrOrStderr(), "svclab: warning: %v\n", c)
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			out := cmd.OutOrStdout()
+			if asJSON {
+				states := make([]labState, 0, len(recs))
+				for _, r := range recs {
+					states = append(states, stateOf(r))
+				}
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				return enc.Encode(states)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "LAB\tNAME\tMODE\tMEMBERS\tOWNER\tAGE\tSOURCE")
 			for _, r := range recs {
 				state := fmt.Sprintf("%d %s", r.Owner.PID, r.Health())
@@ -83,6 +95,8 @@ func newLsCommand() *cobra.Command {
 			return tw.Flush()
 		},
 	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the labs' records as JSON, each with running: whether its process still holds it")
+	return cmd
 }
 
 func newCleanCommand() *cobra.Command {

@@ -10,8 +10,8 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
-	"github.com/svclab/svclab/lab/version"
 )
 
 // printLab tells a person what is running and how to get in.
@@ -21,14 +21,9 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 		mode = "none"
 	}
 	fmt.Fprintf(w, "Lab %s is up (mode %s, kube-proxy %s).\n\n", l.ID, mode, l.ProxyConfig().Version)
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "MEMBER\tKIND\tADDRESS\tNODE\tNETNS")
+	printMembersAndServices(w, l.Record())
 	var pod, node string
 	for _, m := range l.Members() {
-		if m.Kind == member.KindFabric {
-			continue
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Name, m.Kind, m.IP, m.Node, m.NetNS)
 		if m.Kind == member.KindPod && pod == "" {
 			pod = m.Name
 		}
@@ -36,22 +31,7 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 			node = m.Name
 		}
 	}
-	tw.Flush()
 	ports := l.ServicePorts()
-	if len(ports) > 0 {
-		fmt.Fprintln(w)
-		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "SERVICE\tCLUSTER-IP\tEXTERNAL-IP\tPORT\tNODE-PORT\tENDPOINTS")
-		for _, sp := range ports {
-			np := "-"
-			if sp.NodePort != 0 {
-				np = fmt.Sprint(sp.NodePort)
-			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%s\t%s\t%s\n", sp.Name.String(version.Default), sp.ClusterIP, externalList(sp),
-				sp.Port, sp.Protocol, np, endpointList(sp.Endpoints))
-		}
-		tw.Flush()
-	}
 	ref := l.ID
 	fmt.Fprintln(w)
 	if kc := l.Kubeconfig(); kc != "" {
@@ -69,35 +49,41 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 	}
 }
 
-// externalList is what kubectl shows as EXTERNAL-IP: the load balancer ingress
-// IPs, then the external IPs.
-func externalList(sp proxy.ServicePort) string {
-	var s []string
-	for _, a := range append(append([]netip.Addr(nil), sp.LoadBalancerIPs...), sp.ExternalIPs...) {
-		s = append(s, a.String())
+// printMembersAndServices prints a lab's members and its Services' ports as
+// kubectl shows them.
+func printMembersAndServices(w io.Writer, r record.Lab) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tKIND\tADDRESS\tNODE\tNETNS")
+	for _, m := range r.Members {
+		if m.Kind == member.KindFabric {
+			continue
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", m.Name, m.Kind, m.IP, m.Node, m.NetNS)
 	}
-	if len(s) == 0 {
-		return "-"
+	tw.Flush()
+	if len(r.Services) == 0 {
+		return
 	}
-	return strings.Join(s, ",")
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVICE\tCLUSTER-IP\tEXTERNAL-IP\tPORT\tNODE-PORT\tENDPOINTS")
+	for _, sp := range r.Services {
+		np := "-"
+		if sp.NodePort != 0 {
+			np = fmt.Sprint(sp.NodePort)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%s\t%s\t%s\n", sp.Name, sp.ClusterIP, joinOr(sp.External, ",", "-"),
+			sp.Port, sp.Protocol, np, joinOr(sp.Endpoints, ", ", "<none>"))
+	}
+	tw.Flush()
 }
 
-func endpointList(eps []proxy.Endpoint) string {
-	if len(eps) == 0 {
-		return "<none>"
+// joinOr joins v with sep, or is none when v is empty.
+func joinOr(v []string, sep, none string) string {
+	if len(v) == 0 {
+		return none
 	}
-	s := make([]string, 0, len(eps))
-	for _, e := range eps {
-		flag := ""
-		switch {
-		case e.Terminating:
-			flag = " (terminating)"
-		case !e.Ready:
-			flag = " (not ready)"
-		}
-		s = append(s, e.String()+flag)
-	}
-	return strings.Join(s, ", ")
+	return strings.Join(v, sep)
 }
 
 // firstLabPort is the first port of a Service of the topology (not one the API

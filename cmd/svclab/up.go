@@ -17,7 +17,6 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
-	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -39,19 +38,23 @@ func newUpCommand() *cobra.Command {
 server on every declared pod port. The lab keeps running after up returns: one
 background svclab process per lab serves the pods until 'svclab down LAB'.
 With --foreground, up stays attached and Ctrl-C tears the lab down.`,
+		Example: `  sudo svclab up                      # the built-in web.yaml, iptables-nft
+  sudo svclab up -f lb --mode ipvs
+  sudo svclab up -f httpd --proxy kube-proxy --mode nftables`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := loadTopology(f.file)
 			if err != nil {
 				return err
 			}
-			if _, err := f.options(); err != nil {
+			o, err := f.options()
+			if err != nil {
 				return usage(err)
 			}
 			// Checked here, before a background process is started to hold a
 			// lab it could not build.
-			if m, _ := proxy.Lookup(f.mode); f.proxyImpl != proxyKubeProxy && m.HasProxier() != nil {
-				return usage(m.HasProxier())
+			if err := lab.Check(t, o); err != nil {
+				return usage(err)
 			}
 			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
@@ -80,7 +83,6 @@ func runLab(t *topology.Topology, f labFlags, runID string, readyFD int) error {
 		return usage(err)
 	}
 	opts.RunID = runID
-	opts.Log = os.Stderr
 	var ready io.WriteCloser = os.Stdout
 	if readyFD > 0 {
 		// Inherited without close-on-exec: the lab's component processes would

@@ -65,6 +65,9 @@ tear the lab down. Exit status 0 only if every check passed.
 --flows FILE checks the flows written in FILE instead (see README, "Flows files").
 --plan prints the checks a run would make and what each expects, without root and
 without building anything.`,
+		Example: `  sudo svclab verify                  # web.yaml in iptables-nft
+  sudo svclab verify -f lb --mode all
+  svclab verify --plan --json -f httpd`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			t, err := loadTopology(f.file)
@@ -196,7 +199,7 @@ func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
 		}
 		m, _ := proxy.Lookup(name)
 		if err := m.HasProxier(); err != nil && !kubeProxy {
-			return nil, err
+			return nil, usage(err)
 		}
 		variants := []proxy.Variant{m.VariantOf(o.Proxy)}
 		if f.mode == "all" && f.backend == "" && len(m.Variants) > 0 {
@@ -206,6 +209,10 @@ func verifyRuns(f labFlags, t *topology.Topology, flows string) ([]run, error) {
 			o := o
 			if v.Backend != "" {
 				o.Proxy.Backend = v.Backend
+			}
+			// A plan refuses what a run would.
+			if err := lab.Check(t, o); err != nil {
+				return nil, usage(err)
 			}
 			p, err := planFor(t, o, flows)
 			if err != nil {

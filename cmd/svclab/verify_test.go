@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -73,5 +74,31 @@ func TestVerifyBadFlows(t *testing.T) {
 	var ue usageError
 	if !errors.As(err, &ue) {
 		t.Errorf("%v: not a usage error", err)
+	}
+}
+
+// TestVerifyRunsLogProgress: every lab verify builds reports its long steps (the
+// component build's heartbeat among them) on stderr; verify once built its labs
+// without a logger, and a first build of the components printed nothing for 15
+// minutes.
+func TestVerifyRunsLogProgress(t *testing.T) {
+	topo, err := loadTopology("web")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, proxyImpl := range []string{proxySvclab, proxyKubeProxy} {
+		f := labFlags{mode: "all", proxyImpl: proxyImpl}
+		runs, err := verifyRuns(f, topo, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range runs {
+			if r.opts.Log != os.Stderr {
+				t.Errorf("--proxy %s: run %s builds its lab with log %v, not stderr", proxyImpl, r.label, r.opts.Log)
+			}
+		}
+		if len(runs) == 0 {
+			t.Errorf("--proxy %s --mode all: no runs", proxyImpl)
+		}
 	}
 }

@@ -28,6 +28,9 @@ type Report struct {
 	Modes     []ModeVerdict `json:"modes"`
 	// OK: every mode can run, natively or in the VM.
 	OK bool `json:"ok"`
+	// Probed: the kernel features were tried. Unprobed (without root), doctor
+	// cannot tell whether a mode runs natively, and says so.
+	Probed bool `json:"probed"`
 }
 
 // KVM is what svclab's VM would start with.
@@ -86,6 +89,10 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep.VMKernel = vmKernel(o.CacheDir)
 	rep.VMMissing = append([]vm.Missing{}, vm.HostMissing(o.CacheDir, o.Qemu)...)
 	rep.Modes, rep.OK = judge(registeredModes(), rep.Features, rep.VMMissing)
+	rep.Probed = privileged && ns != ""
+	if !rep.Probed {
+		rep.undecided()
+	}
 	return rep, nil
 }
 
@@ -103,6 +110,23 @@ func judge(modes []modeNeeds, features []Feature, vmMissing []vm.Missing) ([]Mod
 		out = append(out, v)
 	}
 	return out, ok
+}
+
+// undecided takes back every "native" of a report whose kernel was not probed:
+// without the probe, "native" would be a guess. What is known without it stays:
+// a mode that cannot run anywhere, one that runs in the VM.
+func (rep *Report) undecided() {
+	rep.OK = false
+	for i, v := range rep.Modes {
+		if v.Where != Native {
+			continue
+		}
+		why := "the kernel features it needs were not probed (needs root: sudo svclab doctor)"
+		if len(rep.VMMissing) == 0 {
+			why += "; svclab's VM can run it"
+		}
+		rep.Modes[i] = ModeVerdict{Mode: v.Mode, Where: CannotTell, Why: why}
+	}
 }
 
 func kvmStatus(cacheDir string) KVM {

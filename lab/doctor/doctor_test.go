@@ -3,6 +3,7 @@ package doctor
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -138,9 +139,46 @@ func TestProbeWithoutPrivilegesSaysSo(t *testing.T) {
 	}
 }
 
+// TestUnprobedCannotTell: without the probe (not root), no mode is said to run
+// natively and the report is not OK: doctor cannot tell. A mode found unable to
+// run without the probe (a program missing, no VM) still says so.
+func TestUnprobedCannotTell(t *testing.T) {
+	features, _, err := probeKernel(context.Background(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := []modeNeeds{{name: "iptables"}, {name: "nftables", available: errors.New("nft: not found")},
+		{name: "checked-as-root", available: fmt.Errorf("checking it %w", proxy.ErrNeedsRoot)}}
+	for _, vmMissing := range [][]vm.Missing{nil, noQemu} {
+		rep := Report{Features: features, VMMissing: vmMissing}
+		rep.Modes, rep.OK = judge(modes, features, vmMissing)
+		rep.undecided()
+		if rep.OK || rep.Probed {
+			t.Errorf("unprobed report: ok %t, probed %t", rep.OK, rep.Probed)
+		}
+		if v := rep.Modes[0]; v.Where != CannotTell || !strings.Contains(v.String(), "cannot tell: the kernel features it needs were not probed") {
+			t.Errorf("iptables unprobed: %s", v)
+		}
+		if v := rep.Modes[1]; v.Where == CannotTell || v.Where == Native {
+			t.Errorf("nftables without nft, unprobed: %s", v)
+		}
+		if v := rep.Modes[2]; v.Where != CannotTell {
+			t.Errorf("a mode whose own check needs root, unprobed: %s", v)
+		}
+		var b strings.Builder
+		if err := WriteText(&b, rep); err != nil {
+			t.Fatal(err)
+		}
+		if out := b.String(); !strings.Contains(out, "cannot tell which modes can run natively") || strings.Contains(out, "every mode can run") {
+			t.Errorf("unprobed text:\n%s", out)
+		}
+	}
+}
+
 func TestWriteText(t *testing.T) {
 	rep := Report{
 		HostKernel: "6.18.44",
+		Probed:     true,
 		Probe:      "tried for real in a throwaway network namespace (svclab-doctor-1, removed again)",
 		Features: []Feature{
 			{Name: "veth", What: "veth pairs", State: Present},

@@ -1,6 +1,7 @@
 package doctor
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
@@ -13,6 +14,8 @@ const (
 	Native  = "native"
 	InVM    = "vm"
 	Nowhere = "none"
+	// CannotTell: whether it runs natively was not found out (no probe).
+	CannotTell = "unknown"
 )
 
 // ModeVerdict says where one proxy mode can run on this host.
@@ -33,6 +36,8 @@ func (v ModeVerdict) String() string {
 		return "native"
 	case InVM:
 		return "in the VM: " + v.Why
+	case CannotTell:
+		return "cannot tell: " + v.Why
 	default:
 		return "cannot run: " + v.Why
 	}
@@ -79,6 +84,11 @@ func decide(m modeNeeds, features map[string]Feature, vmMissing []vm.Missing) Mo
 		case f.State == Unknown:
 			unprobed = append(unprobed, name)
 		}
+	}
+	// A check that needs root tells nothing without it, as an unprobed feature.
+	if errors.Is(m.available, proxy.ErrNeedsRoot) {
+		unprobed = append(unprobed, m.available.Error())
+		m.available = nil
 	}
 	if len(lacks) == 0 && m.available == nil {
 		v := ModeVerdict{Mode: m.name, Where: Native}

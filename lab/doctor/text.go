@@ -55,9 +55,12 @@ func WriteText(w io.Writer, rep Report) error {
 		return err
 	}
 	var err error
-	if rep.OK {
+	switch {
+	case !rep.Probed:
+		_, err = fmt.Fprintln(w, "\ncannot tell which modes can run natively without probing the kernel: run `sudo svclab doctor`")
+	case rep.OK:
 		_, err = fmt.Fprintln(w, "\nevery mode can run on this host")
-	} else {
+	default:
 		_, err = fmt.Fprintln(w, "\nsome modes cannot run on this host: install or load what is named above")
 	}
 	return err

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -39,7 +40,14 @@ type Options struct {
 	CacheDir string
 	// Log receives progress lines (a build takes minutes); nil drops them.
 	Log io.Writer
+	// NoBuild returns ErrNotBuilt instead of building (to report on what is
+	// there without minutes of work).
+	NoBuild bool
 }
+
+// ErrNotBuilt is Binary's answer, with NoBuild, when no binary of this source
+// tree's components is built yet.
+var ErrNotBuilt = errors.New("the Kubernetes components are not built yet (built on first use, or now by `svclab kube-binary`)")
 
 // Binary returns the path of a svclab-kube binary: the one Options.Path or
 // $SVCLAB_KUBE_BINARY names (checked by running its version command), else the
@@ -91,6 +99,9 @@ func Binary(ctx context.Context, o Options) (string, error) {
 		cachedir.Touch(bin)
 		return bin, nil
 	}
+	if o.NoBuild {
+		return "", ErrNotBuilt
+	}
 	unlock, err := lockDir(ctx, cacheDir, lg)
 	if err != nil {
 		return "", err
@@ -112,16 +123,23 @@ func Binary(ctx context.Context, o Options) (string, error) {
 // a lab is built around it. Its first run reads the whole binary (about 150 MB):
 // an emulated VM on a loaded host took over 30 s to do it, hence the long bound.
 func checkBinary(ctx context.Context, path string) error {
+	_, err := Versions(ctx, path)
+	return err
+}
+
+// Versions are what the component binary at path says of its components, one
+// "NAME VERSION" line each (kubernetes, etcd, coredns, go).
+func Versions(ctx context.Context, path string) ([]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
 	out, err := exec.CommandContext(ctx, path, "version").CombinedOutput()
 	if err != nil {
-		return fmt.Errorf("kube binary %s: %s version: %w: %s", path, path, err, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("kube binary %s: %s version: %w: %s", path, path, err, strings.TrimSpace(string(out)))
 	}
 	if !strings.Contains(string(out), "kubernetes ") {
-		return fmt.Errorf("kube binary %s: its version command printed %q, not a svclab-kube's versions", path, strings.TrimSpace(string(out)))
+		return nil, fmt.Errorf("kube binary %s: its version command printed %q, not a svclab-kube's versions", path, strings.TrimSpace(string(out)))
 	}
-	return nil
+	return strings.Split(strings.TrimSpace(string(out)), "\n"), nil
 }
 
 // cachedName is the file name of the build of sources with the given key.

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -26,6 +27,10 @@ type Proxier interface {
 type StatsReporter interface {
 	Stats() SyncStats
 }
+
+// ErrNeedsRoot is a mode's Available answer when it could not find out without
+// root: no verdict on the mode.
+var ErrNeedsRoot = errors.New("needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
 
 // Target is the node a proxier programs.
 type Target struct {

@@ -47,6 +47,21 @@ type Lab struct {
 	Components []Component `json:"components,omitempty"`
 	// Deaths are the components that ended without the lab stopping them.
 	Deaths []Death `json:"deaths,omitempty"`
+	// Services are the Service ports the lab's proxies programmed when it came
+	// up, as `svclab up` printed them (`svclab inspect` prints them again).
+	Services []Service `json:"services,omitempty"`
+}
+
+// Service is one port of a Service, as kubectl get svc shows it.
+type Service struct {
+	Name      string `json:"name"`
+	ClusterIP string `json:"clusterIP"`
+	// External are the load balancer ingress IPs, then the external IPs.
+	External  []string `json:"external,omitempty"`
+	Port      int      `json:"port"`
+	Protocol  string   `json:"protocol"`
+	NodePort  int      `json:"nodePort,omitempty"`
+	Endpoints []string `json:"endpoints"`
 }
 
 // Component is one component process of a lab.

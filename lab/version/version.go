@@ -11,6 +11,9 @@ type Version struct{ Major, Minor int }
 // Default is the kube-proxy release svclab reproduces unless told otherwise.
 var Default = Version{1, 37}
 
+// Oldest is the oldest kube-proxy release whose rules svclab reproduces.
+var Oldest = Version{1, 11}
+
 // ParseVersion reads "1.18" or "v1.18" (a patch level is accepted and ignored).
 func Parse(s string) (Version, error) {
 	if s == "" {
@@ -26,8 +29,8 @@ func Parse(s string) (Version, error) {
 	if n < 2 || v.Major != 1 || v.Minor < 0 {
 		return Version{}, fmt.Errorf("kube-proxy version %q: want 1.MINOR, such as 1.18 or 1.37", s)
 	}
-	if v.Minor < 11 || v.Minor > Default.Minor {
-		return Version{}, fmt.Errorf("kube-proxy version %q: svclab reproduces 1.11 to %s", s, Default)
+	if v.Minor < Oldest.Minor || v.Minor > Default.Minor {
+		return Version{}, fmt.Errorf("kube-proxy version %q: svclab reproduces %s to %s", s, Oldest, Default)
 	}
 	return v, nil
 }

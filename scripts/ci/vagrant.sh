@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# CI's Vagrant step (scripts/test.sh calls it): svclab in a Vagrant box that really
+# The Vagrant box's job (a job of its own: scripts/test.sh runs only `vagrant
+# validate` and `scripts/provision.sh --check`): svclab in a Vagrant box that really
 # boots. As root on a fresh Debian 12 machine it
 #   1. installs vagrant, vagrant-libvirt and libvirt's daemon from Debian's packages;
 #   2. starts libvirtd (and virtlogd) itself unless they already run;

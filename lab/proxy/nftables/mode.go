@@ -70,7 +70,7 @@ func Available() error {
 	if err := check.Run(); err != nil {
 		msg := strings.TrimSpace(stderr.String())
 		if errors.Is(err, syscall.EPERM) || strings.Contains(msg, "Operation not permitted") {
-			return errors.New("nftables mode: checking nf_tables needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN)")
+			return fmt.Errorf("nftables mode: checking nf_tables %w", proxy.ErrNeedsRoot)
 		}
 		return fmt.Errorf("nftables mode: this kernel's nf_tables does not take kube-proxy's table (nft --check: %v: %s): it needs CONFIG_NF_TABLES with nat, numgen, fib and reject", err, msg)
 	}
