@@ -72,14 +72,12 @@ func externalKind(t Target) string {
 // replyAddr: every flow carries its source's own address.
 func (iptablesRules) replyAddr(src Source, _ Target) (netip.Addr, bool) { return src.IP, false }
 
-// admits: a KUBE-FW- chain (written only while the port has endpoints) sends the
-// sources of its ranges on; the others fall through to KUBE-PROXY-FIREWALL's
-// DROP. A node's own packet carries its eth0 address.
-func (iptablesRules) admits(_ *model, src Source, sp *proxy.ServicePort, c proxy.Categorized) (bool, string) {
-	if !c.HasAny || inRanges(sp.SourceRanges, src.IP) {
-		return true, ""
-	}
-	return false, "source " + src.IP.String() + " is outside loadBalancerSourceRanges: KUBE-FW- lets it fall through to KUBE-PROXY-FIREWALL, which drops it"
+func (iptablesRules) dataplane() proxy.Model { return proxy.ModelIPTables }
+
+// firewalled: the KUBE-FW- chain sends the sources it admits on; the others
+// fall through to KUBE-PROXY-FIREWALL's DROP.
+func (iptablesRules) firewalled(_ Source, addr netip.Addr) string {
+	return "source " + addr.String() + " is outside loadBalancerSourceRanges and no load balancer IP they admit: KUBE-FW- lets it fall through to KUBE-PROXY-FIREWALL, which drops it"
 }
 
 // hairpinMasqueraded: every KUBE-SEP chain marks packets from its own endpoint, on
