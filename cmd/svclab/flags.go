@@ -106,7 +106,14 @@ func (f *labFlags) options() (lab.Options, error) {
 		if err != nil {
 			return o, err
 		}
-		o.KubeProxy = &lab.KubeProxyOptions{Binary: f.kubeProxyBinary, Fragment: flags.Over(file)}
+		fragment := flags.Over(file)
+		o.KubeProxy = &lab.KubeProxyOptions{Binary: f.kubeProxyBinary, Fragment: fragment}
+		// The lab's expectations follow what kube-proxy is told.
+		cfg, _, err := fragment.Decode()
+		if err != nil {
+			return o, err
+		}
+		o.Proxy.KubeProxy, o.Proxy.ClusterCIDRGiven = cfg, fragment.Sets("clusterCIDR")
 		return o, nil
 	case proxySvclab:
 	default:
@@ -129,7 +136,7 @@ func (f *labFlags) options() (lab.Options, error) {
 		cfg.IPVS.Scheduler = firstNonEmpty(f.scheduler, cfg.IPVS.Scheduler)
 		cfg.IPTables.MasqueradeAll = cfg.IPTables.MasqueradeAll || f.masqueradeAll
 		cfg.NFTables.MasqueradeAll = cfg.NFTables.MasqueradeAll || f.masqueradeAll
-		o.Proxy.KubeProxy = cfg
+		o.Proxy.KubeProxy, o.Proxy.ClusterCIDRGiven = cfg, file.Sets("clusterCIDR")
 	}
 	return o, nil
 }

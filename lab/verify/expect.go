@@ -133,10 +133,17 @@ type cluster struct {
 	ClusterCIDR   netip.Prefix
 	MasqueradeAll bool
 	Version       version.Version
+	// DetectLocalMode is kube-proxy's detectLocalMode ("" is its default,
+	// ClusterCIDR), with the settings of the BridgeInterface and
+	// InterfaceNamePrefix modes.
+	DetectLocalMode, BridgeInterface, InterfaceNamePrefix string
 }
 
 func newModel(t *topology.Topology, c proxy.Config) *model {
-	m := &model{t: t, cluster: cluster{ClusterCIDR: c.ClusterCIDR(), MasqueradeAll: c.MasqueradeAll(), Version: c.VersionOr()}, nodes: map[string]topology.Node{}}
+	k := c.KubeProxy
+	m := &model{t: t, cluster: cluster{ClusterCIDR: c.ClusterCIDR(), MasqueradeAll: c.MasqueradeAll(), Version: c.VersionOr(),
+		DetectLocalMode: string(k.DetectLocalMode), BridgeInterface: k.DetectLocal.BridgeInterface, InterfaceNamePrefix: k.DetectLocal.InterfaceNamePrefix},
+		nodes: map[string]topology.Node{}}
 	for _, n := range t.Nodes {
 		m.nodes[n.Name] = n
 	}
@@ -155,6 +162,35 @@ func (m *model) nodeOf(e proxy.Endpoint) string {
 		}
 	}
 	return ""
+}
+
+// isLocal is kube-proxy's local-traffic detector on node d (detectLocalMode):
+// whether it takes a packet from src for a pod's, and whether kube-proxy has a
+// detector at all; without one (ClusterCIDR mode and no clusterCIDR, or a mode
+// whose setting is empty) it writes no rule that tells pods' traffic apart, so
+// nothing masquerades traffic to a ClusterIP and nothing short-circuits pods'
+// traffic to external addresses (upstream's proxier tests without a detector).
+// The interface a packet enters d by: cni0 (the lab's pod bridge) from d's own
+// pods, none for d's own packets (they are locally generated), eth0 otherwise.
+func (m *model) isLocal(src Source, d string) (local, detects bool) {
+	iif := "eth0"
+	switch {
+	case src.Kind == lab.KindPod && src.Node == d:
+		iif = "cni0"
+	case src.Kind == lab.KindNode && src.Node == d:
+		iif = ""
+	}
+	c := m.cluster
+	switch c.DetectLocalMode {
+	case "NodeCIDR":
+		p := m.nodes[d].PodCIDR
+		return p.Contains(src.IP), p.IsValid()
+	case "BridgeInterface":
+		return iif != "" && iif == c.BridgeInterface, c.BridgeInterface != ""
+	case "InterfaceNamePrefix":
+		return iif != "" && strings.HasPrefix(iif, c.InterfaceNamePrefix), c.InterfaceNamePrefix != ""
+	}
+	return c.ClusterCIDR.Contains(src.IP), c.ClusterCIDR.IsValid()
 }
 
 // masqAddr is the source MASQUERADE gives a packet leaving node d for endpoint e:

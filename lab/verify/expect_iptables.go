@@ -23,7 +23,8 @@ func (iptablesRules) view(sp proxy.ServicePort, v version.Version) proxy.Service
 
 func (iptablesRules) choose(m *model, f flowAt) choice {
 	src, sp, c, d := f.src, f.sp, f.c, f.d
-	fromPod := src.Kind == lab.KindPod && m.cluster.ClusterCIDR.Contains(src.IP)
+	// fromPod: the local-traffic detector takes the packet for a pod's.
+	fromPod, detects := m.isLocal(src, d)
 	// srcLocal: the packet's source is an address of d (the node itself).
 	srcLocal := src.Kind == lab.KindNode && src.Node == d
 	if !c.HasAny {
@@ -36,8 +37,9 @@ func (iptablesRules) choose(m *model, f flowAt) choice {
 		return choice{none: traffic.Refused, why: "no endpoints: KUBE-SERVICES / KUBE-EXTERNAL-SERVICES reject"}
 	}
 	if f.tgt.isClusterIP() {
-		// A node's own packets leave with its eth0 address, outside the cluster CIDR.
-		masq := m.cluster.MasqueradeAll || !m.cluster.ClusterCIDR.Contains(src.IP)
+		// What the detector does not take for a pod's is masqueraded (a node's
+		// own packets leave with its eth0 address); without a detector, nothing.
+		masq := m.cluster.MasqueradeAll || detects && !fromPod
 		if !sp.InternalLocal {
 			return choice{eps: c.Cluster, masq: masq, why: "ClusterIP: any endpoint"}
 		}
