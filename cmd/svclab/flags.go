@@ -133,6 +133,10 @@ func (f *labFlags) options() (lab.Options, error) {
 		if err := proxy.CheckFields(paths); err != nil {
 			return o, fmt.Errorf("%s: %w", file.Source(), err)
 		}
+		// What svclab's proxiers refuse, a plan refuses too.
+		if err := (proxy.Config{KubeProxy: cfg}).Validate(); err != nil {
+			return o, fmt.Errorf("%s: %w", file.Source(), err)
+		}
 		cfg.IPVS.Scheduler = firstNonEmpty(f.scheduler, cfg.IPVS.Scheduler)
 		cfg.IPTables.MasqueradeAll = cfg.IPTables.MasqueradeAll || f.masqueradeAll
 		cfg.NFTables.MasqueradeAll = cfg.NFTables.MasqueradeAll || f.masqueradeAll
