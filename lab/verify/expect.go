@@ -137,12 +137,16 @@ type cluster struct {
 	// ClusterCIDR), with the settings of the BridgeInterface and
 	// InterfaceNamePrefix modes.
 	DetectLocalMode, BridgeInterface, InterfaceNamePrefix string
+	// NodePortAddresses is kube-proxy's nodePortAddresses: CIDRs, or
+	// "primary"; empty: every local address.
+	NodePortAddresses []string
 }
 
 func newModel(t *topology.Topology, c proxy.Config) *model {
 	k := c.KubeProxy
 	m := &model{t: t, cluster: cluster{ClusterCIDR: c.ClusterCIDR(), MasqueradeAll: c.MasqueradeAll(), Version: c.VersionOr(),
-		DetectLocalMode: string(k.DetectLocalMode), BridgeInterface: k.DetectLocal.BridgeInterface, InterfaceNamePrefix: k.DetectLocal.InterfaceNamePrefix},
+		DetectLocalMode: string(k.DetectLocalMode), BridgeInterface: k.DetectLocal.BridgeInterface, InterfaceNamePrefix: k.DetectLocal.InterfaceNamePrefix,
+		NodePortAddresses: k.NodePortAddresses},
 		nodes: map[string]topology.Node{}}
 	for _, n := range t.Nodes {
 		m.nodes[n.Name] = n
@@ -162,6 +166,27 @@ func (m *model) nodeOf(e proxy.Endpoint) string {
 		}
 	}
 	return ""
+}
+
+// servesNodePorts tells whether kube-proxy's nodePortAddresses lets node d's
+// address a take NodePort traffic: every local address when unset, else those
+// in one of its ranges, and d's node IP for "primary".
+func (m *model) servesNodePorts(a netip.Addr, d string) bool {
+	if len(m.cluster.NodePortAddresses) == 0 {
+		return true
+	}
+	for _, s := range m.cluster.NodePortAddresses {
+		if s == "primary" {
+			if a == m.nodes[d].IP {
+				return true
+			}
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil && p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // isLocal is kube-proxy's local-traffic detector on node d (detectLocalMode):
@@ -240,6 +265,9 @@ func (m *model) expect(s semantics, src Source, port proxy.ServicePort, tgt Targ
 	d := src.Node
 	if tgt.Node != "" {
 		d = tgt.Node
+		if !m.servesNodePorts(tgt.Addr.Addr(), d) {
+			return Expectation{Outcome: traffic.Refused, Why: "nodePortAddresses leaves " + tgt.Addr.Addr().String() + " out: no rule takes its NodePorts and nothing listens there"}
+		}
 	}
 	exp, _ := m.expectAt(s, src, port, tgt, d)
 	return exp

@@ -201,3 +201,25 @@ func TestExpectLocalDetectors(t *testing.T) {
 		}
 	}
 }
+
+// TestExpectNodePortAddresses: with nodePortAddresses, a node address outside
+// them takes no NodePort traffic (refused: nothing listens there), one inside
+// or the "primary" node IP does.
+func TestExpectNodePortAddresses(t *testing.T) {
+	web := mustLoad(t, "../../topologies/web.yaml")
+	for _, tc := range []struct {
+		addrs []string
+		want  traffic.Outcome
+	}{
+		{nil, traffic.Answered},
+		{[]string{"primary"}, traffic.Answered},
+		{[]string{"192.168.1.0/24"}, traffic.Answered},
+		{[]string{"10.0.0.0/8"}, traffic.Refused},
+	} {
+		c := proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String(), NodePortAddresses: tc.addrs},
+			ServiceCIDR: web.ServiceCIDR, Version: version.Default}
+		if got := expectWith(t, proxy.ModelIPTables, web, c, "outside", "default/web:http", "node-2"); got.Outcome != tc.want {
+			t.Errorf("nodePortAddresses %v: %s (%s), want %s", tc.addrs, got.Outcome, got.Why, tc.want)
+		}
+	}
+}
