@@ -40,7 +40,7 @@ type kubeProxy struct {
 	comp *supervise.Component
 	mode proxy.Mode
 	cfg  proxy.Config
-	node string
+	node proxy.Node
 	ns   *namespaces.NS
 }
 
@@ -73,7 +73,7 @@ func (l *Lab) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, 
 	if err != nil {
 		return nil, err
 	}
-	return &kubeProxy{comp: c, mode: l.mode, cfg: l.config, node: n.Name, ns: ns}, nil
+	return &kubeProxy{comp: c, mode: l.mode, cfg: l.config, node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, ns: ns}, nil
 }
 
 // KubeProxyRun is one kube-proxy a caller runs on a node (StartKubeProxy).

@@ -391,7 +391,7 @@ func ConfigOf(t *topology.Topology, o Options) (proxy.Config, error) {
 	if c.KubeProxy.Mode == "" {
 		c.KubeProxy.Mode = kubeproxyconfig.ProxyMode(o.Mode)
 	}
-	if c.KubeProxy.ClusterCIDR == "" && t.ClusterCIDR.IsValid() {
+	if c.KubeProxy.ClusterCIDR == "" && !c.ClusterCIDRGiven && t.ClusterCIDR.IsValid() {
 		c.KubeProxy.ClusterCIDR = t.ClusterCIDR.String()
 	}
 	if !c.ServiceCIDR.IsValid() {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -40,9 +41,18 @@ var _ = Describe("svclab verify", Label("verify"), func() {
 		"policies.yaml":       func() []byte { return readFile("testdata/policies.yaml") },
 		"policies-local.yaml": func() []byte { return readFile("testdata/policies-local.yaml") },
 		"loadbalancers.yaml":  func() []byte { return readFile("testdata/loadbalancers.yaml") },
+		"firewall.yaml":       func() []byte { return readFile("testdata/firewall.yaml") },
+	}
+	// ranOnlyIn holds labs to the modes they have been run in so far: the
+	// firewall lab has not yet run in IPVS mode's VM (README, "Specs").
+	ranOnlyIn := map[string][]string{
+		"firewall.yaml": {"iptables-nft", "iptables-legacy", "kube-proxy-iptables-nft", "kube-proxy-nftables"},
 	}
 	for _, m := range modes {
 		for name, text := range labs {
+			if only, ok := ranOnlyIn[name]; ok && !slices.Contains(only, m.label) {
+				continue
+			}
 			It("passes every check on "+name+", "+m.label, func() {
 				l := upLab(parse(name, string(text())), m.options())
 				checks, err := verify.Run(context.Background(), l, m.label)

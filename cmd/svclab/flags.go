@@ -112,7 +112,14 @@ func (f *labFlags) options() (lab.Options, error) {
 		if err != nil {
 			return o, err
 		}
-		o.KubeProxy = &lab.KubeProxyOptions{Binary: f.kubeProxyBinary, Fragment: flags.Over(file)}
+		fragment := flags.Over(file)
+		o.KubeProxy = &lab.KubeProxyOptions{Binary: f.kubeProxyBinary, Fragment: fragment}
+		// The lab's expectations follow what kube-proxy is told.
+		cfg, _, err := fragment.Decode()
+		if err != nil {
+			return o, err
+		}
+		o.Proxy.KubeProxy, o.Proxy.ClusterCIDRGiven = cfg, fragment.Sets("clusterCIDR")
 		return o, nil
 	case proxySvclab:
 	default:
@@ -132,10 +139,14 @@ func (f *labFlags) options() (lab.Options, error) {
 		if err := proxy.CheckFields(paths); err != nil {
 			return o, fmt.Errorf("%s: %w", file.Source(), err)
 		}
+		// What svclab's proxiers refuse, a plan refuses too.
+		if err := (proxy.Config{KubeProxy: cfg}).Validate(); err != nil {
+			return o, fmt.Errorf("%s: %w", file.Source(), err)
+		}
 		cfg.IPVS.Scheduler = firstNonEmpty(f.scheduler, cfg.IPVS.Scheduler)
 		cfg.IPTables.MasqueradeAll = cfg.IPTables.MasqueradeAll || f.masqueradeAll
 		cfg.NFTables.MasqueradeAll = cfg.NFTables.MasqueradeAll || f.masqueradeAll
-		o.Proxy.KubeProxy = cfg
+		o.Proxy.KubeProxy, o.Proxy.ClusterCIDRGiven = cfg, file.Sets("clusterCIDR")
 	}
 	return o, nil
 }

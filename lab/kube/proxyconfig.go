@@ -54,14 +54,14 @@ type ProxyConfig struct {
 	Fragment *ProxyFragment
 }
 
-// labOwned are the fields a lab derives from its own state; a fragment that sets
-// them would make kube-proxy disagree with the lab (its mode, its node, its API
-// server, what counts as pod traffic), so ReadProxyFragment refuses them.
+// labOwned are the fields a lab derives from its own state, with why and what
+// to use instead; a fragment that sets them would make kube-proxy disagree with
+// the lab (its mode, its node, its API server), so ReadProxyFragment refuses
+// them. clusterCIDR is the user's: the topology's is only its default.
 var labOwned = map[string]string{
-	"mode":                        "the lab's --mode",
-	"hostnameOverride":            "the node's name",
-	"clusterCIDR":                 "the topology's clusterCIDR",
-	"clientConnection.kubeconfig": "the lab's kubeconfig",
+	"mode":                        "the lab's mode, which verify's expectations and the readers follow; use --mode",
+	"hostnameOverride":            "the node's name, which kube-proxy reads its Node (address, podCIDR) by; name the nodes in the topology",
+	"clientConnection.kubeconfig": "the lab's kubeconfig for the lab's own API server; there is no other to connect to",
 }
 
 // ProxyFragment is a user's partial KubeProxyConfiguration, checked against
@@ -108,7 +108,7 @@ func parseProxyFragment(file string, data []byte) (*ProxyFragment, error) {
 	}
 	for path, owner := range labOwned {
 		if _, set := lookup(fields, path); set {
-			return nil, fmt.Errorf("%s: set by svclab from %s; remove it from the file", at(path), owner)
+			return nil, fmt.Errorf("%s: set by svclab: %s (remove it from the file)", at(path), owner)
 		}
 	}
 	if v, set := fields["apiVersion"]; set && v != proxyAPIVersion {
@@ -433,6 +433,16 @@ func (f *ProxyFragment) Decode() (kubeproxyconfig.KubeProxyConfiguration, []stri
 	walk("", f.fields)
 	sort.Strings(paths)
 	return cfg, paths, nil
+}
+
+// Sets tells whether the fragment gives the field at the dotted path, null
+// (kube-proxy's default) included.
+func (f *ProxyFragment) Sets(path string) bool {
+	if f == nil {
+		return false
+	}
+	_, ok := lookup(f.fields, path)
+	return ok
 }
 
 // Source names where the fragment came from.

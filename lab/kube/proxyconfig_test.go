@@ -189,3 +189,27 @@ func assertYAMLEqual(t *testing.T, got, want map[string]any) {
 		t.Errorf("got:\n%s\nwant:\n%s", g, w)
 	}
 }
+
+// TestFragmentClusterCIDR: clusterCIDR and the local-traffic detector are the
+// user's: an empty clusterCIDR (kube-proxy without a ClusterCIDR detector) and
+// detectLocalMode NodeCIDR reach kube-proxy's file over the topology's range,
+// and Sets says the fragment names clusterCIDR, so the lab does not fill it in.
+func TestFragmentClusterCIDR(t *testing.T) {
+	f, err := parseProxyFragment("kp.yaml", []byte("clusterCIDR: \"\"\ndetectLocalMode: NodeCIDR\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !f.Sets("clusterCIDR") || f.Sets("nodePortAddresses") {
+		t.Errorf("Sets: clusterCIDR %t, nodePortAddresses %t", f.Sets("clusterCIDR"), f.Sets("nodePortAddresses"))
+	}
+	c := testProxyConfig()
+	c.Fragment = f
+	got := decodeYAML(t, mustProxyConfig(t, c))
+	if got["clusterCIDR"] != "" || got["detectLocalMode"] != "NodeCIDR" {
+		t.Errorf("clusterCIDR %q, detectLocalMode %v", got["clusterCIDR"], got["detectLocalMode"])
+	}
+	var nilFragment *ProxyFragment
+	if nilFragment.Sets("clusterCIDR") {
+		t.Error("no fragment sets clusterCIDR")
+	}
+}

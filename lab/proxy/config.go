@@ -33,6 +33,10 @@ type Config struct {
 	// Method is how svclab's proxier writes a change, one of its mode's Methods;
 	// empty means what the mode's kube-proxy release does.
 	Method string
+	// ClusterCIDRGiven tells that the user's configuration names clusterCIDR,
+	// even empty (kube-proxy then has no ClusterCIDR local-traffic detector):
+	// the topology's clusterCIDR does not fill it in.
+	ClusterCIDRGiven bool
 	// NoConntrackCleanup turns off deleting stale UDP conntrack entries after a
 	// sync, to show what happens without it.
 	NoConntrackCleanup bool

@@ -2,15 +2,15 @@ package proxy
 
 import "net/netip"
 
-// ExpectedServiceMap is the ServiceMap kube-proxy 1.37 programs on the node
-// called node for s, in a mode of model m. Every ServicePort has a ClusterIP
-// frontend, a NodePort frontend when it has a nodePort, and a frontend for each
-// external IP and load balancer IP; their endpoints are kube-proxy's
+// ExpectedServiceMap is the ServiceMap kube-proxy 1.37 programs on node for s,
+// in a mode of model m. Every ServicePort has a ClusterIP frontend, a NodePort
+// frontend when it has a nodePort, and a frontend for each external IP and load
+// balancer IP; their endpoints are kube-proxy's
 // categorisation (Categorize: ready endpoints, else serving terminating ones):
 // the ClusterIP takes the cluster endpoints, or the local ones with
 // internalTrafficPolicy Local; the NodePort, external IPs and load balancer IPs
-// take those of its externalTrafficPolicy, and a load balancer IP that forwards
-// does so from its source ranges only. Where the models differ:
+// take those of its externalTrafficPolicy, and a load balancer IP admits the
+// sources ServicePort.FirewallSources says only. Where the models differ:
 //
 //   - iptables and nftables: no usable endpoint anywhere rejects; a Local policy
 //     without a local endpoint drops.
@@ -20,11 +20,11 @@ import "net/netip"
 //
 // Outside traffic is what is summarised: the short-circuits that send pods' and
 // the node's own traffic to a Local-policy NodePort to every endpoint are not.
-func ExpectedServiceMap(s *State, node string, m Model) ServiceMap {
+func ExpectedServiceMap(s *State, node Node, m Model) ServiceMap {
 	out := ServiceMap{}
 	for i := range s.Ports {
 		sp := &s.Ports[i]
-		cat := Categorize(sp, node)
+		cat := Categorize(sp, node.Name)
 		out[ClusterIPFrontend(sp.Protocol, sp.ClusterIP, sp.Port)] = expectedForwarding(sp, cat, sp.InternalLocal, m)
 		external := expectedForwarding(sp, cat, sp.ExternalLocal, m)
 		if sp.NodePort != 0 {
@@ -34,7 +34,7 @@ func ExpectedServiceMap(s *State, node string, m Model) ServiceMap {
 			out[ClusterIPFrontend(sp.Protocol, a, sp.Port)] = external
 		}
 		for _, a := range sp.LoadBalancerIPs {
-			out[ClusterIPFrontend(sp.Protocol, a, sp.Port)] = external.FirewalledBy(sp.SourceRanges)
+			out[ClusterIPFrontend(sp.Protocol, a, sp.Port)] = external.FirewalledBy(sp.FirewallSources(a, node.IP, m))
 		}
 	}
 	return out

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -62,8 +63,9 @@ func TestFromObjectsExternal(t *testing.T) {
 }
 
 // TestExpectedExternalFrontends: external and load balancer IPs are frontends of
-// the external policy; source ranges qualify a forward only (a drop or a refusal
-// meets every source alike).
+// the external policy; a load balancer IP admits FirewallSources only, here
+// with the node inside a range (so the IP itself too); a drop meets every
+// source alike.
 func TestExpectedExternalFrontends(t *testing.T) {
 	sp := ServicePort{Name: ServicePortName{Namespace: "default", Name: "lb"}, Protocol: corev1.ProtocolTCP,
 		ClusterIP: netip.MustParseAddr("10.96.0.1"), Port: 80, ExternalLocal: true,
@@ -75,25 +77,76 @@ func TestExpectedExternalFrontends(t *testing.T) {
 	lbIP := ClusterIPFrontend(corev1.ProtocolTCP, netip.MustParseAddr("192.168.1.240"), 80)
 	extIP := ClusterIPFrontend(corev1.ProtocolTCP, netip.MustParseAddr("203.0.113.10"), 80)
 	local := Forwarded(backends("10.244.1.10:8080"), 0)
+	node1 := Node{Name: "node-1", IP: netip.MustParseAddr("192.168.1.10")}
+	node2 := Node{Name: "node-2", IP: netip.MustParseAddr("192.168.1.11")}
 	for _, tc := range []struct {
-		node   string
+		node   Node
 		m      Model
 		lb, ex string
 	}{
-		{"node-1", ModelIPTables, "forward to 10.244.1.10:8080 from 10.0.0.0/8 192.168.1.0/24 only", "forward to 10.244.1.10:8080"},
-		{"node-2", ModelIPTables, "drop", "drop"},
+		{node1, ModelIPTables, "forward to 10.244.1.10:8080 from 10.0.0.0/8 192.168.1.0/24 192.168.1.240/32 only", "forward to 10.244.1.10:8080"},
+		{node2, ModelIPTables, "drop", "drop"},
 		// IPVS falls back to every endpoint on a node without a local one.
-		{"node-2", ModelIPVS, "forward to 10.244.1.10:8080 from 10.0.0.0/8 192.168.1.0/24 only", "forward to 10.244.1.10:8080"},
+		{node2, ModelIPVS, "forward to 10.244.1.10:8080 from 10.0.0.0/8 192.168.1.0/24 192.168.1.240/32 only", "forward to 10.244.1.10:8080"},
 	} {
 		m := ExpectedServiceMap(StateOf([]ServicePort{sp}), tc.node, tc.m)
 		if got := m[lbIP].String(); got != tc.lb {
-			t.Errorf("%s, %v: load balancer IP: %s, want %s", tc.node, tc.m, got, tc.lb)
+			t.Errorf("%s, %v: load balancer IP: %s, want %s", tc.node.Name, tc.m, got, tc.lb)
 		}
 		if got := m[extIP].String(); got != tc.ex {
-			t.Errorf("%s, %v: external IP: %s, want %s", tc.node, tc.m, got, tc.ex)
+			t.Errorf("%s, %v: external IP: %s, want %s", tc.node.Name, tc.m, got, tc.ex)
 		}
 	}
 	if d := DiffServiceMaps(ServiceMap{lbIP: local.FirewalledBy(sp.SourceRanges)}, ServiceMap{lbIP: local}); len(d) != 1 {
 		t.Errorf("a forward without its ranges does not differ: %v", d)
+	}
+}
+
+// TestFirewallSources holds FirewallSources to kube-proxy 1.37's rules for the
+// cases its proxier tests cover: a Service with two ingress IPs and ranges of
+// which one holds the node's address admits both IPs as sources in iptables
+// and nftables mode (one firewall chain per port lists them all) and the IP
+// itself only in IPVS mode (one KUBE-LOAD-BALANCER-SOURCE-IP entry per IP);
+// with the node outside every range, the ranges alone; without endpoints the
+// iptables mode writes no firewall (its REJECT meets every source) while the
+// others still drop outside sources; without ranges, or for an address that
+// is not one of the port's ingress IPs, every source.
+func TestFirewallSources(t *testing.T) {
+	a, b := netip.MustParseAddr("1.2.3.4"), netip.MustParseAddr("5.6.7.8")
+	sp := ServicePort{Name: ServicePortName{Namespace: "default", Name: "fw"}, Protocol: corev1.ProtocolTCP,
+		ClusterIP: netip.MustParseAddr("10.96.0.50"), Port: 80,
+		LoadBalancerIPs: []netip.Addr{a, b},
+		SourceRanges:    []netip.Prefix{netip.MustParsePrefix("192.168.0.64/26"), netip.MustParsePrefix("192.168.0.0/28")},
+		Endpoints:       []Endpoint{endpoint("10.244.2.5:80", "node-2", true, false)},
+	}
+	inside, outside := netip.MustParseAddr("192.168.0.2"), netip.MustParseAddr("192.168.0.40")
+	noEndpoints := sp
+	noEndpoints.Endpoints = nil
+	open := sp
+	open.SourceRanges = nil
+	for _, tc := range []struct {
+		name   string
+		sp     ServicePort
+		lb     netip.Addr
+		nodeIP netip.Addr
+		m      Model
+		want   string
+	}{
+		{"iptables, node in a range", sp, a, inside, ModelIPTables, "[1.2.3.4/32 5.6.7.8/32 192.168.0.0/28 192.168.0.64/26]"},
+		{"iptables, node in a range, other IP", sp, b, inside, ModelIPTables, "[1.2.3.4/32 5.6.7.8/32 192.168.0.0/28 192.168.0.64/26]"},
+		{"nftables, node in a range", sp, b, inside, ModelNFTables, "[1.2.3.4/32 5.6.7.8/32 192.168.0.0/28 192.168.0.64/26]"},
+		{"ipvs, node in a range", sp, b, inside, ModelIPVS, "[5.6.7.8/32 192.168.0.0/28 192.168.0.64/26]"},
+		{"iptables, node outside", sp, a, outside, ModelIPTables, "[192.168.0.0/28 192.168.0.64/26]"},
+		{"nftables, node outside", sp, a, outside, ModelNFTables, "[192.168.0.0/28 192.168.0.64/26]"},
+		{"ipvs, node outside", sp, a, outside, ModelIPVS, "[192.168.0.0/28 192.168.0.64/26]"},
+		{"iptables, no endpoints", noEndpoints, a, inside, ModelIPTables, "[]"},
+		{"nftables, no endpoints", noEndpoints, a, inside, ModelNFTables, "[1.2.3.4/32 5.6.7.8/32 192.168.0.0/28 192.168.0.64/26]"},
+		{"ipvs, no endpoints", noEndpoints, a, outside, ModelIPVS, "[192.168.0.0/28 192.168.0.64/26]"},
+		{"no ranges", open, a, inside, ModelNFTables, "[]"},
+		{"not an ingress IP", sp, netip.MustParseAddr("9.9.9.9"), inside, ModelIPTables, "[]"},
+	} {
+		if got := fmt.Sprint(tc.sp.FirewallSources(tc.lb, tc.nodeIP, tc.m)); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
 	}
 }

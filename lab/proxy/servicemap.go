@@ -98,19 +98,17 @@ type Forwarding struct {
 	AffinitySeconds int
 	// Detail says, for Inconsistent, what each node address does.
 	Detail string
-	// SourceRanges, for a Forward, are the only sources whose connections are
-	// forwarded (a load balancer IP's loadBalancerSourceRanges, sorted); others
-	// are dropped. Empty: every source. The load balancer IP itself, which
-	// kube-proxy also allows as a source when the node's address is in a range
-	// (a node reaching a VIP it holds), is a node's own traffic, not outside
-	// traffic, and is not among them.
+	// SourceRanges, for a Forward or a Reject, are the only sources (sorted)
+	// that meet it; the firewall drops the others. Empty: every source. They
+	// are what the rules list, the load balancer IPs kube-proxy lets in when
+	// the node's address is in a range among them (ServicePort.FirewallSources).
 	SourceRanges []netip.Prefix
 }
 
-// FirewalledBy is f with sources limited to ranges, when f forwards; a refusal
-// or a drop meets every source alike.
+// FirewalledBy is f with sources limited to ranges, when f forwards or rejects;
+// a drop meets every source alike.
 func (f Forwarding) FirewalledBy(ranges []netip.Prefix) Forwarding {
-	if f.Verdict != Forward || len(ranges) == 0 {
+	if (f.Verdict != Forward && f.Verdict != Reject) || len(ranges) == 0 {
 		return f
 	}
 	r := slices.Clone(ranges)

@@ -69,7 +69,7 @@ func TestExpectedServiceMap(t *testing.T) {
 		m    Model
 		want ServiceMap
 	}{{ModelIPTables, iptables}, {ModelNFTables, iptables}, {ModelIPVS, ipvs}} {
-		got := ExpectedServiceMap(s, "node-1", tc.m)
+		got := ExpectedServiceMap(s, Node{Name: "node-1"}, tc.m)
 		if d := DiffServiceMaps(tc.want, got); d != nil {
 			t.Errorf("%s:\n%s", tc.m, strings.Join(d, "\n"))
 		}

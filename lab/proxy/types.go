@@ -93,6 +93,45 @@ func (sp *ServicePort) UsesFirewall() bool {
 	return len(sp.LoadBalancerIPs) > 0 && len(sp.SourceRanges) > 0
 }
 
+// FirewallSources is the sources kube-proxy 1.37 in a mode of model m lets
+// reach the load balancer IP lb of sp on a node whose address is nodeIP; nil
+// when every source may. Without loadBalancerSourceRanges there is no firewall.
+// With them, the ranges, and, when one of them holds nodeIP, the addresses a
+// node that holds a VIP as a local address sends to it from: in iptables and
+// nftables mode every load balancer IP of the port (its one firewall chain
+// lists them all), in IPVS mode lb alone (KUBE-LOAD-BALANCER-SOURCE-IP holds
+// one entry per IP, from itself). The iptables mode writes its KUBE-FW- chain
+// only while the port has endpoints, so without any the REJECT meets every
+// source; nftables' firewall-ips and IPVS' KUBE-LOAD-BALANCER-FW hold the IP
+// regardless, and the firewall drops outside sources before anything rejects.
+func (sp *ServicePort) FirewallSources(lb, nodeIP netip.Addr, m Model) []netip.Prefix {
+	if !sp.UsesFirewall() || !slices.Contains(sp.LoadBalancerIPs, lb) {
+		return nil
+	}
+	if m == ModelIPTables && !Categorize(sp, "").HasAny {
+		return nil
+	}
+	out := slices.Clone(sp.SourceRanges)
+	if sp.RangesHold(nodeIP) {
+		self := []netip.Addr{lb}
+		if m != ModelIPVS {
+			self = sp.LoadBalancerIPs
+		}
+		for _, a := range self {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	slices.SortFunc(out, comparePrefixes)
+	return slices.Compact(out)
+}
+
+// RangesHold tells whether one of sp's source ranges holds a, the node's
+// address: then kube-proxy lets the node reach the load balancer IPs from
+// themselves (FirewallSources).
+func (sp *ServicePort) RangesHold(a netip.Addr) bool {
+	return slices.ContainsFunc(sp.SourceRanges, func(r netip.Prefix) bool { return r.Contains(a) })
+}
+
 // UsesLocalEndpoints tells whether some traffic to the port goes to this node's
 // endpoints only, as kube-proxy's BaseServicePortInfo decides.
 func (sp *ServicePort) UsesLocalEndpoints() bool {

@@ -133,10 +133,21 @@ type cluster struct {
 	ClusterCIDR   netip.Prefix
 	MasqueradeAll bool
 	Version       version.Version
+	// DetectLocalMode is kube-proxy's detectLocalMode ("" is its default,
+	// ClusterCIDR), with the settings of the BridgeInterface and
+	// InterfaceNamePrefix modes.
+	DetectLocalMode, BridgeInterface, InterfaceNamePrefix string
+	// NodePortAddresses is kube-proxy's nodePortAddresses: CIDRs, or
+	// "primary"; empty: every local address.
+	NodePortAddresses []string
 }
 
 func newModel(t *topology.Topology, c proxy.Config) *model {
-	m := &model{t: t, cluster: cluster{ClusterCIDR: c.ClusterCIDR(), MasqueradeAll: c.MasqueradeAll(), Version: c.VersionOr()}, nodes: map[string]topology.Node{}}
+	k := c.KubeProxy
+	m := &model{t: t, cluster: cluster{ClusterCIDR: c.ClusterCIDR(), MasqueradeAll: c.MasqueradeAll(), Version: c.VersionOr(),
+		DetectLocalMode: string(k.DetectLocalMode), BridgeInterface: k.DetectLocal.BridgeInterface, InterfaceNamePrefix: k.DetectLocal.InterfaceNamePrefix,
+		NodePortAddresses: k.NodePortAddresses},
+		nodes: map[string]topology.Node{}}
 	for _, n := range t.Nodes {
 		m.nodes[n.Name] = n
 	}
@@ -155,6 +166,56 @@ func (m *model) nodeOf(e proxy.Endpoint) string {
 		}
 	}
 	return ""
+}
+
+// servesNodePorts tells whether kube-proxy's nodePortAddresses lets node d's
+// address a take NodePort traffic: every local address when unset, else those
+// in one of its ranges, and d's node IP for "primary".
+func (m *model) servesNodePorts(a netip.Addr, d string) bool {
+	if len(m.cluster.NodePortAddresses) == 0 {
+		return true
+	}
+	for _, s := range m.cluster.NodePortAddresses {
+		if s == "primary" {
+			if a == m.nodes[d].IP {
+				return true
+			}
+			continue
+		}
+		if p, err := netip.ParsePrefix(s); err == nil && p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// isLocal is kube-proxy's local-traffic detector on node d (detectLocalMode):
+// whether it takes a packet from src for a pod's, and whether kube-proxy has a
+// detector at all; without one (ClusterCIDR mode and no clusterCIDR, or a mode
+// whose setting is empty) it writes no rule that tells pods' traffic apart, so
+// nothing masquerades traffic to a ClusterIP and nothing short-circuits pods'
+// traffic to external addresses (upstream's proxier tests without a detector).
+// The interface a packet enters d by: cni0 (the lab's pod bridge) from d's own
+// pods, none for d's own packets (they are locally generated), eth0 otherwise.
+func (m *model) isLocal(src Source, d string) (local, detects bool) {
+	iif := "eth0"
+	switch {
+	case src.Kind == member.KindPod && src.Node == d:
+		iif = "cni0"
+	case src.Kind == member.KindNode && src.Node == d:
+		iif = ""
+	}
+	c := m.cluster
+	switch c.DetectLocalMode {
+	case "NodeCIDR":
+		p := m.nodes[d].PodCIDR
+		return p.Contains(src.IP), p.IsValid()
+	case "BridgeInterface":
+		return iif != "" && iif == c.BridgeInterface, c.BridgeInterface != ""
+	case "InterfaceNamePrefix":
+		return iif != "" && strings.HasPrefix(iif, c.InterfaceNamePrefix), c.InterfaceNamePrefix != ""
+	}
+	return c.ClusterCIDR.Contains(src.IP), c.ClusterCIDR.IsValid()
 }
 
 // masqAddr is the source MASQUERADE gives a packet leaving node d for endpoint e:
@@ -204,6 +265,9 @@ func (m *model) expect(s semantics, src Source, port proxy.ServicePort, tgt Targ
 	d := src.Node
 	if tgt.Node != "" {
 		d = tgt.Node
+		if !m.servesNodePorts(tgt.Addr.Addr(), d) {
+			return Expectation{Outcome: traffic.Refused, Why: "nodePortAddresses leaves " + tgt.Addr.Addr().String() + " out: no rule takes its NodePorts and nothing listens there"}
+		}
 	}
 	exp, _ := m.expectAt(s, src, port, tgt, d)
 	return exp

@@ -23,7 +23,8 @@ func (iptablesRules) view(sp proxy.ServicePort, v version.Version) proxy.Service
 
 func (iptablesRules) choose(m *model, f flowAt) choice {
 	src, sp, c, d := f.src, f.sp, f.c, f.d
-	fromPod := src.Kind == member.KindPod && m.cluster.ClusterCIDR.Contains(src.IP)
+	// fromPod: the local-traffic detector takes the packet for a pod's.
+	fromPod, detects := m.isLocal(src, d)
 	// srcLocal: the packet's source is an address of d (the node itself).
 	srcLocal := src.Kind == member.KindNode && src.Node == d
 	if !c.HasAny {
@@ -36,8 +37,9 @@ func (iptablesRules) choose(m *model, f flowAt) choice {
 		return choice{none: traffic.Refused, why: "no endpoints: KUBE-SERVICES / KUBE-EXTERNAL-SERVICES reject"}
 	}
 	if f.tgt.isClusterIP() {
-		// A node's own packets leave with its eth0 address, outside the cluster CIDR.
-		masq := m.cluster.MasqueradeAll || !m.cluster.ClusterCIDR.Contains(src.IP)
+		// What the detector does not take for a pod's is masqueraded (a node's
+		// own packets leave with its eth0 address); without a detector, nothing.
+		masq := m.cluster.MasqueradeAll || detects && !fromPod
 		if !sp.InternalLocal {
 			return choice{eps: c.Cluster, masq: masq, why: "ClusterIP: any endpoint"}
 		}
@@ -72,14 +74,12 @@ func externalKind(t Target) string {
 // replyAddr: every flow carries its source's own address.
 func (iptablesRules) replyAddr(src Source, _ Target) (netip.Addr, bool) { return src.IP, false }
 
-// admits: a KUBE-FW- chain (written only while the port has endpoints) sends the
-// sources of its ranges on; the others fall through to KUBE-PROXY-FIREWALL's
-// DROP. A node's own packet carries its eth0 address.
-func (iptablesRules) admits(_ *model, src Source, sp *proxy.ServicePort, c proxy.Categorized) (bool, string) {
-	if !c.HasAny || inRanges(sp.SourceRanges, src.IP) {
-		return true, ""
-	}
-	return false, "source " + src.IP.String() + " is outside loadBalancerSourceRanges: KUBE-FW- lets it fall through to KUBE-PROXY-FIREWALL, which drops it"
+func (iptablesRules) dataplane() proxy.Model { return proxy.ModelIPTables }
+
+// firewalled: the KUBE-FW- chain sends the sources it admits on; the others
+// fall through to KUBE-PROXY-FIREWALL's DROP.
+func (iptablesRules) firewalled(_ Source, addr netip.Addr) string {
+	return "source " + addr.String() + " is outside loadBalancerSourceRanges and no load balancer IP they admit: KUBE-FW- lets it fall through to KUBE-PROXY-FIREWALL, which drops it"
 }
 
 // hairpinMasqueraded: every KUBE-SEP chain marks packets from its own endpoint, on

@@ -105,19 +105,18 @@ func (ipvsRules) replyAddr(src Source, tgt Target) (netip.Addr, bool) {
 	return src.IP, false
 }
 
-// admits: KUBE-PROXY-FIREWALL (from INPUT) sends traffic to a load balancer IP
-// with source ranges through KUBE-SOURCE-RANGES-FIREWALL, which lets the
-// ranges' sources on and drops the rest, endpoints or not. A node's own
+func (ipvsRules) dataplane() proxy.Model { return proxy.ModelIPVS }
+
+// firewalled: KUBE-PROXY-FIREWALL (from INPUT) sends traffic to a load balancer
+// IP with source ranges through KUBE-SOURCE-RANGES-FIREWALL, which lets the
+// admitted sources on and drops the rest, endpoints or not. A node's own
 // connection leaves from the IP itself: allowed (KUBE-LOAD-BALANCER-SOURCE-IP)
 // when the node's address is in a range, else dropped by KUBE-IPVS-OUT-FILTER.
-func (ipvsRules) admits(_ *model, src Source, sp *proxy.ServicePort, _ proxy.Categorized) (bool, string) {
-	if inRanges(sp.SourceRanges, src.IP) {
-		return true, ""
-	}
+func (ipvsRules) firewalled(src Source, addr netip.Addr) string {
 	if src.Kind == member.KindNode {
-		return false, "the node's address is outside loadBalancerSourceRanges: KUBE-IPVS-OUT-FILTER drops its connections from the IP to itself"
+		return "the node's address is outside loadBalancerSourceRanges: KUBE-IPVS-OUT-FILTER drops its connections from the IP to itself"
 	}
-	return false, "source " + src.IP.String() + " is outside loadBalancerSourceRanges: KUBE-SOURCE-RANGES-FIREWALL drops it"
+	return "source " + addr.String() + " is outside loadBalancerSourceRanges: KUBE-SOURCE-RANGES-FIREWALL drops it"
 }
 
 // hairpinMasqueraded: KUBE-LOOP-BACK holds the node's own endpoints, so a pod

@@ -21,7 +21,8 @@ import (
 // kube-proxy /healthz always answers 200 in a lab), chosen by the kernel's hash
 // of the flow; and an external IP through the nodes externalIPRoutes names. At
 // each of those nodes the mode's semantics decide as for a NodePort, after the
-// source ranges of a load balancer IP; the flow's expectation is what every
+// firewall of a load balancer IP (proxy.ServicePort.FirewallSources, checked
+// against the address the flow carries); the flow's expectation is what every
 // entry node's has in common.
 
 // expectExternal is what happens to a flow to an ingress or external IP.
@@ -33,10 +34,11 @@ func (m *model) expectExternal(s semantics, src Source, port proxy.ServicePort, 
 	var parts []Expectation
 	var picks [][]proxy.Endpoint
 	for _, d := range nodes {
-		sp := s.view(port, m.cluster.Version)
-		if tgt.External == LoadBalancer && sp.UsesFirewall() {
-			if ok, why := s.admits(m, src, &sp, proxy.Categorize(&sp, d)); !ok {
-				parts, picks = append(parts, Expectation{Outcome: traffic.Timeout, Why: why}), append(picks, nil)
+		if tgt.External == LoadBalancer {
+			sp := s.view(port, m.cluster.Version)
+			addr, _ := s.replyAddr(src, tgt)
+			if sources := sp.FirewallSources(tgt.Addr.Addr(), m.nodes[d].IP, s.dataplane()); sources != nil && !inRanges(sources, addr) {
+				parts, picks = append(parts, Expectation{Outcome: traffic.Timeout, Why: s.firewalled(src, addr)}), append(picks, nil)
 				continue
 			}
 		}

@@ -1,7 +1,10 @@
 package verify
 
 import (
+	"net/netip"
+
 	"github.com/svclab/svclab/lab/member"
+	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -31,3 +34,12 @@ func (n nftablesRules) choose(m *model, f flowAt) choice {
 // replies to itself bypass that node and are lost. (The iptables mode marks
 // every endpoint's own traffic in its KUBE-SEP chain, on every node.)
 func (nftablesRules) hairpinMasqueraded(local bool) bool { return local }
+
+func (nftablesRules) dataplane() proxy.Model { return proxy.ModelNFTables }
+
+// firewalled: firewall-check (from filter-prerouting and filter-output, before
+// anything rejects) sends the load balancer IP to its firewall chain, whose
+// "saddr != { ... } drop" drops the flow, endpoints or not.
+func (nftablesRules) firewalled(_ Source, addr netip.Addr) string {
+	return "source " + addr.String() + " is outside loadBalancerSourceRanges and no load balancer IP they admit: its firewall chain drops it"
+}

@@ -151,3 +151,75 @@ func TestICMPBudgetPaces(t *testing.T) {
 		t.Errorf("after a burst of %d the next refusal went after %v, want at least %v", icmpBurst, waited, least)
 	}
 }
+
+// TestExpectLocalDetectors: verify's expectations follow kube-proxy's
+// detectLocalMode. Without a detector (no clusterCIDR) nothing masquerades
+// traffic to a ClusterIP, so a node's own connection keeps its address, and a
+// pod on another node reaching a Local NodePort is not short-circuited: it meets
+// the policy, as a client would. With NodeCIDR only the node's own pods are
+// local: a pod on node-3 dialling node-1's Local NodePort gets node-1's local
+// endpoint with its address kept; a node is masqueraded as with ClusterCIDR.
+// BridgeInterface cni0 takes the node's own pods (they enter by the bridge) for
+// local, and InterfaceNamePrefix veth takes nothing in a lab (pods' packets
+// enter the node by the bridge, not their veths).
+func TestExpectLocalDetectors(t *testing.T) {
+	web := mustLoad(t, "../../topologies/web.yaml")
+	policies := mustLoad(t, "../../specs/testdata/policies.yaml")
+	config := func(top *topology.Topology, k kubeproxyconfig.KubeProxyConfiguration) proxy.Config {
+		return proxy.Config{KubeProxy: k, ServiceCIDR: top.ServiceCIDR, Version: version.Default}
+	}
+	clusterCIDR := func(top *topology.Topology) string { return top.ClusterCIDR.String() }
+	for _, tc := range []struct {
+		name      string
+		top       *topology.Topology
+		k         kubeproxyconfig.KubeProxyConfiguration
+		from, svc string
+		node      string
+		want      string
+	}{
+		{"no detector, node to ClusterIP", web, kubeproxyconfig.KubeProxyConfiguration{}, "node-1", "default/web:http", "",
+			"10.244.1.10:8080 (src 192.168.1.10), 10.244.2.10:8080 (src 192.168.1.10)"},
+		{"no detector, pod to ClusterIP", web, kubeproxyconfig.KubeProxyConfiguration{}, "client", "default/web:http", "",
+			"10.244.1.10:8080 (src 10.244.1.5), 10.244.2.10:8080 (src 10.244.1.5)"},
+		{"no detector, remote pod to Local NodePort", policies, kubeproxyconfig.KubeProxyConfiguration{}, "probe-3", "default/edge:http", "node-1",
+			"10.244.1.2:8080 (src 10.244.3.3)"},
+		{"NodeCIDR, remote pod to Local NodePort", policies, kubeproxyconfig.KubeProxyConfiguration{DetectLocalMode: "NodeCIDR", ClusterCIDR: clusterCIDR(policies)}, "probe-3", "default/edge:http", "node-1",
+			"10.244.1.2:8080 (src 10.244.3.3)"},
+		{"NodeCIDR, node to ClusterIP", web, kubeproxyconfig.KubeProxyConfiguration{DetectLocalMode: "NodeCIDR"}, "node-1", "default/web:http", "",
+			"10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"},
+		{"NodeCIDR, pod to ClusterIP", web, kubeproxyconfig.KubeProxyConfiguration{DetectLocalMode: "NodeCIDR"}, "client", "default/web:http", "",
+			"10.244.1.10:8080 (src 10.244.1.5), 10.244.2.10:8080 (src 10.244.1.5)"},
+		{"BridgeInterface, pod to ClusterIP", web, kubeproxyconfig.KubeProxyConfiguration{DetectLocalMode: "BridgeInterface",
+			DetectLocal: kubeproxyconfig.DetectLocalConfiguration{BridgeInterface: "cni0"}}, "client", "default/web:http", "",
+			"10.244.1.10:8080 (src 10.244.1.5), 10.244.2.10:8080 (src 10.244.1.5)"},
+		{"InterfaceNamePrefix veth, pod to ClusterIP", web, kubeproxyconfig.KubeProxyConfiguration{DetectLocalMode: "InterfaceNamePrefix",
+			DetectLocal: kubeproxyconfig.DetectLocalConfiguration{InterfaceNamePrefix: "veth"}}, "client", "default/web:http", "",
+			"10.244.1.10:8080 (src 10.244.1.1), 10.244.2.10:8080 (src 192.168.1.10)"},
+	} {
+		if got := expectWith(t, proxy.ModelIPTables, tc.top, config(tc.top, tc.k), tc.from, tc.svc, tc.node).String(); got != tc.want {
+			t.Errorf("%s: %s -> %s (node %q): %s, want %s", tc.name, tc.from, tc.svc, tc.node, got, tc.want)
+		}
+	}
+}
+
+// TestExpectNodePortAddresses: with nodePortAddresses, a node address outside
+// them takes no NodePort traffic (refused: nothing listens there), one inside
+// or the "primary" node IP does.
+func TestExpectNodePortAddresses(t *testing.T) {
+	web := mustLoad(t, "../../topologies/web.yaml")
+	for _, tc := range []struct {
+		addrs []string
+		want  traffic.Outcome
+	}{
+		{nil, traffic.Answered},
+		{[]string{"primary"}, traffic.Answered},
+		{[]string{"192.168.1.0/24"}, traffic.Answered},
+		{[]string{"10.0.0.0/8"}, traffic.Refused},
+	} {
+		c := proxy.Config{KubeProxy: kubeproxyconfig.KubeProxyConfiguration{ClusterCIDR: web.ClusterCIDR.String(), NodePortAddresses: tc.addrs},
+			ServiceCIDR: web.ServiceCIDR, Version: version.Default}
+		if got := expectWith(t, proxy.ModelIPTables, web, c, "outside", "default/web:http", "node-2"); got.Outcome != tc.want {
+			t.Errorf("nodePortAddresses %v: %s (%s), want %s", tc.addrs, got.Outcome, got.Why, tc.want)
+		}
+	}
+}

@@ -43,10 +43,11 @@ type semantics interface {
 	// only endpoints on the translating node can answer it (replies to an
 	// address every node holds end at the endpoint's own node).
 	replyAddr(src Source, tgt Target) (addr netip.Addr, localOnly bool)
-	// admits tells whether the source ranges of a load balancer IP let the flow
-	// in at its translating node (c: the port's endpoints for that node), and
-	// why not.
-	admits(m *model, src Source, sp *proxy.ServicePort, c proxy.Categorized) (bool, string)
+	// dataplane is the model of kube-proxy's rules these semantics are.
+	dataplane() proxy.Model
+	// firewalled is the reason a load balancer IP's firewall drops a flow
+	// from src that carries the source address addr.
+	firewalled(src Source, addr netip.Addr) string
 }
 
 // semanticsOf is what verify knows of model m.

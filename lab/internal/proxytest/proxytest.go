@@ -136,8 +136,14 @@ func Sequence() []Step {
 	lbCluster1.SourceRanges = lbCluster.SourceRanges[:1]
 	lbRemote1 := lbRemote
 	lbRemote1.Endpoints = append([]proxy.Endpoint{Endpoint("10.244.1.142", 8080, "node-1")}, lbRemote.Endpoints...)
+	// Two ingress IPs outside the ranges, one range holding node-1's address:
+	// kube-proxy then admits both IPs as sources of either (iptables,
+	// nftables) or each IP from itself (IPVS).
+	lbPair := Port("default", "lb-pair", "http", corev1.ProtocolTCP, "10.96.0.145", 80, Endpoint("10.244.2.145", 8080, "node-2"))
+	lbPair.LoadBalancerIPs = []netip.Addr{netip.MustParseAddr("198.51.100.4"), netip.MustParseAddr("198.51.100.8")}
+	lbPair.SourceRanges = []netip.Prefix{netip.MustParsePrefix("192.168.1.0/28"), netip.MustParsePrefix("203.0.113.0/24")}
 	s1 := []proxy.ServicePort{web1, dnsUDP1, dnsTCP, edge, edgeRemote1, edgeDraining, empty1, unready, sticky1, cache, cacheRemote1, draining,
-		lbLocal, lbCluster1, lbRemote1, lbEmpty, extLocal}
+		lbLocal, lbCluster1, lbRemote1, lbEmpty, extLocal, lbPair}
 
 	web2 := Web()
 	web2.Endpoints = web2.Endpoints[1:]
@@ -145,7 +151,7 @@ func Sequence() []Step {
 	draining2.Endpoints = append(slices.Clone(draining.Endpoints), Endpoint("10.244.2.42", 8080, "node-2"))
 	fresh := Port("default", "fresh", "", corev1.ProtocolTCP, "10.96.0.130", 80, Endpoint("10.244.2.70", 80, "node-2"))
 	s2 := []proxy.ServicePort{web2, edgeRemote1, edgeDraining, empty1, unready, sticky1, cache, cacheRemote1, draining2, fresh,
-		lbLocal, lbCluster1, lbRemote1, extLocal}
+		lbLocal, lbCluster1, lbRemote1, extLocal, lbPair}
 
 	web3 := Web()
 	web3.Endpoints = nil
@@ -154,14 +160,16 @@ func Sequence() []Step {
 	sticky3 := affinity(sticky1, 30)
 	lbLocal3 := lbLocal
 	lbLocal3.Endpoints = lbLocal.Endpoints[1:]
+	lbPair3 := lbPair
+	lbPair3.Endpoints = nil
 	s3 := []proxy.ServicePort{web3, edgeRemote1, edgeDraining3, empty1, unready, sticky3, cache, cacheRemote1, draining2, fresh,
-		lbLocal3, lbCluster1, lbRemote1, extLocal}
+		lbLocal3, lbCluster1, lbRemote1, extLocal, lbPair3}
 
 	return []Step{
 		{"every kind of Service", s0},
-		{"endpoints added and removed, a load balancer IP and its source ranges changed", s1},
+		{"endpoints added and removed, a load balancer IP and its source ranges changed, two ingress IPs behind a range holding the node", s1},
 		{"Services removed and added, fallback ended", s2},
-		{"last endpoint gone, local terminating gone, affinity timeout changed", s3},
+		{"last endpoint gone, local terminating gone, affinity timeout changed, the two ingress IPs' last endpoint gone", s3},
 	}
 }
 

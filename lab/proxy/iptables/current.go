@@ -236,12 +236,10 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 		// as its source when it holds it as a local address.
 		b.declare("nat", n.fw, svc)
 		comment := []string{"-m", "comment", "--comment", n.portName + " loadbalancer IP"}
-		allowFromNode := false
 		for _, r := range sp.SourceRanges {
 			b.add("nat", n.fw, words(comment, []string{"-s", r.String(), "-j", n.ext})...)
-			allowFromNode = allowFromNode || r.Contains(c.Node.IP)
 		}
-		if allowFromNode {
+		if sp.RangesHold(c.Node.IP) {
 			for _, a := range sp.LoadBalancerIPs {
 				b.add("nat", n.fw, words(comment, []string{"-s", a.String(), "-j", n.ext})...)
 			}

@@ -111,7 +111,7 @@ func readSaved(natSave, filterSave []byte) (proxy.ServiceMap, error) {
 		// chain's, and what those sources meet is where that chain sends them.
 		var ranges []netip.Prefix
 		if len(rules) == 1 {
-			if rs, target, ok := firewallOf(nat[rules[0].target], f.Addr); ok {
+			if rs, target, ok := firewallOf(nat[rules[0].target]); ok {
 				jump := *rules[0]
 				jump.target = target
 				rules, ranges = []*savedRule{&jump}, rs
@@ -136,10 +136,10 @@ func readSaved(natSave, filterSave []byte) (proxy.ServiceMap, error) {
 
 // firewallOf reads a KUBE-FW- chain: rules that send each allowed source range to
 // one chain, target, and rules that only comment (the packets that fall through
-// are dropped in the filter table). The frontend's own address as a source (a
-// node reaching the load balancer IP it holds) is not a range of outside
-// sources and is left out. ok is false for any other chain.
-func firewallOf(chain []*savedRule, self netip.Addr) (ranges []netip.Prefix, target string, ok bool) {
+// are dropped in the filter table): every source it names, the load balancer
+// IPs kube-proxy adds for a node in a range among them. ok is false for any
+// other chain.
+func firewallOf(chain []*savedRule) (ranges []netip.Prefix, target string, ok bool) {
 	for _, r := range chain {
 		switch {
 		case r.target == "" && !r.conditional():
@@ -152,9 +152,7 @@ func firewallOf(chain []*savedRule, self netip.Addr) (ranges []netip.Prefix, tar
 			if err != nil {
 				return nil, "", false
 			}
-			if p != netip.PrefixFrom(self, 32) {
-				ranges = append(ranges, p)
-			}
+			ranges = append(ranges, p)
 		default:
 			return nil, "", false
 		}

@@ -37,7 +37,7 @@ func TestReadFollowsSync(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s: %v", step.Name, err)
 					}
-					want := proxy.ExpectedServiceMap(proxy.StateOf(asSeenBy(ports, v)), node1.Name, proxy.ModelIPTables)
+					want := proxy.ExpectedServiceMap(proxy.StateOf(asSeenBy(ports, v)), node1, proxy.ModelIPTables)
 					if d := proxy.DiffServiceMaps(want, got); d != nil {
 						t.Errorf("%s: Read differs from the expected ServiceMap:\n%s\nread:\n%s", step.Name, strings.Join(d, "\n"), got)
 					}
@@ -73,7 +73,7 @@ func TestReadFollowsSync(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want := proxy.ExpectedServiceMap(proxy.StateOf(asSeenBy(last, v)), node1.Name, proxy.ModelIPTables)
+				want := proxy.ExpectedServiceMap(proxy.StateOf(asSeenBy(last, v)), node1, proxy.ModelIPTables)
 				d := proxy.DiffServiceMaps(want, got)
 				wantDiff := []string{"TCP 10.96.0.130:80: want forward to 10.244.2.70:80, got forward to 10.244.2.99:80 (missing 10.244.2.70:80; extra 10.244.2.99:80)"}
 				if !slices.Equal(d, wantDiff) {

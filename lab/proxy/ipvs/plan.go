@@ -215,14 +215,12 @@ func NewPlan(c Config, ports []proxy.ServicePort, nodeAddrs []netip.Addr) *Plan 
 			if sp.ExternalLocal {
 				add(setLoadBalancerLocal, entry)
 			}
-			if len(sp.SourceRanges) > 0 {
+			if sp.FirewallSources(a, c.Node.IP, proxy.ModelIPVS) != nil {
 				add(setLoadBalancerFW, entry)
-				allowFromNode := false
 				for _, r := range sp.SourceRanges {
 					add(setLoadBalancerSrcCIDR, fmt.Sprintf("%s,%s", entry, r))
-					allowFromNode = allowFromNode || r.Contains(c.Node.IP)
 				}
-				if allowFromNode {
+				if sp.RangesHold(c.Node.IP) {
 					add(setLoadBalancerSrcIP, fmt.Sprintf("%s,%s", entry, a))
 				} else {
 					p.NoNodeAccess = append(p.NoNodeAccess, Portal{Addr: a, Protocol: sp.Protocol, Port: uint16(sp.Port)})

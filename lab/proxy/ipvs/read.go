@@ -19,9 +19,9 @@ import (
 // real servers of weight above 0 are the backends (weight 0 is a real server
 // draining, which takes no new connection), none is a Reject (IPVS answers ICMP
 // port unreachable), and persistence is ClientIP affinity with its timeout. A
-// load balancer IP in KUBE-LOAD-BALANCER-FW forwards from the ranges
-// KUBE-LOAD-BALANCER-SOURCE-CIDR gives it only (the self entries of
-// KUBE-LOAD-BALANCER-SOURCE-IP are the node's own traffic).
+// load balancer IP in KUBE-LOAD-BALANCER-FW admits the sources
+// KUBE-LOAD-BALANCER-SOURCE-CIDR (its ranges) and KUBE-LOAD-BALANCER-SOURCE-IP
+// (itself, when the node's address is in a range) give it only.
 // kube-proxy makes a virtual server per node address for each NodePort; Read
 // folds them into one frontend, Inconsistent when the addresses differ (as they
 // do for a moment while a sync goes through them one by one).
@@ -70,7 +70,7 @@ func Read(ns *namespaces.NS, _ proxy.Config) (proxy.ServiceMap, error) {
 		}
 		fwd := proxy.Forwarded(backends, affinity)
 		if bound[vs.Addr] {
-			if ranges, ok := fw[vs.Key()]; ok && fwd.Verdict == proxy.Forward {
+			if ranges, ok := fw[vs.Key()]; ok {
 				fwd = fwd.FirewalledBy(ranges)
 				if len(ranges) == 0 {
 					fwd = proxy.Forwarding{Verdict: proxy.Drop}
@@ -93,7 +93,8 @@ func Read(ns *namespaces.NS, _ proxy.Config) (proxy.ServiceMap, error) {
 
 // firewall reads kube-proxy's source range firewall: for each load balancer
 // virtual server (by Key) in KUBE-LOAD-BALANCER-FW, the source ranges of
-// KUBE-LOAD-BALANCER-SOURCE-CIDR that may reach it. A node without those sets
+// KUBE-LOAD-BALANCER-SOURCE-CIDR and the addresses of
+// KUBE-LOAD-BALANCER-SOURCE-IP that may reach it. A node without those sets
 // (kube-proxy has not programmed it) has no firewall.
 func (k *kernel) firewall() (map[string][]netip.Prefix, error) {
 	out := map[string][]netip.Prefix{}
@@ -116,18 +117,28 @@ func (k *kernel) firewall() (map[string][]netip.Prefix, error) {
 	for i := range guarded.Entries {
 		out[key(&guarded.Entries[i])] = nil
 	}
-	ranges, err := k.nl.IpsetList(setLoadBalancerSrcCIDR)
-	if err != nil {
-		return nil, fmt.Errorf("list ipset %s: %w", setLoadBalancerSrcCIDR, err)
-	}
-	for i := range ranges.Entries {
-		e := &ranges.Entries[i]
-		k := key(e)
-		if _, ok := out[k]; !ok {
-			continue
+	// A source range's entry holds its length; a source IP's (hash:ip,port,ip)
+	// is one address.
+	for _, set := range []struct {
+		name string
+		bits func(e *netlink.IPSetEntry) int
+	}{
+		{setLoadBalancerSrcCIDR, func(e *netlink.IPSetEntry) int { return int(e.CIDR2) }},
+		{setLoadBalancerSrcIP, func(*netlink.IPSetEntry) int { return 32 }},
+	} {
+		sources, err := k.nl.IpsetList(set.name)
+		if err != nil {
+			return nil, fmt.Errorf("list ipset %s: %w", set.name, err)
 		}
-		a, _ := netip.AddrFromSlice(e.IP2)
-		out[k] = append(out[k], netip.PrefixFrom(a.Unmap(), int(e.CIDR2)))
+		for i := range sources.Entries {
+			e := &sources.Entries[i]
+			k := key(e)
+			if _, ok := out[k]; !ok {
+				continue
+			}
+			a, _ := netip.AddrFromSlice(e.IP2)
+			out[k] = append(out[k], netip.PrefixFrom(a.Unmap(), set.bits(e)))
+		}
 	}
 	return out, nil
 }

@@ -50,7 +50,7 @@ func TestReadFollowsSync(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", step.Name, err)
 		}
-		want := proxy.ExpectedServiceMap(proxy.StateOf(step.Ports), node1.Name, proxy.ModelIPVS)
+		want := proxy.ExpectedServiceMap(proxy.StateOf(step.Ports), node1, proxy.ModelIPVS)
 		if d := proxy.DiffServiceMaps(want, got); d != nil {
 			t.Errorf("%s: Read differs from the expected ServiceMap:\n%s\nread:\n%s", step.Name, strings.Join(d, "\n"), got)
 		}
@@ -94,7 +94,7 @@ func TestReadFollowsSync(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := proxy.ExpectedServiceMap(proxy.StateOf(last), node1.Name, proxy.ModelIPVS)
+	want := proxy.ExpectedServiceMap(proxy.StateOf(last), node1, proxy.ModelIPVS)
 	wantDiff := []string{
 		"TCP 10.96.0.130:80: want forward to 10.244.2.70:80, got reject",
 		"TCP nodePort 30083: want forward to 10.244.1.23:8080, got inconsistent (10.244.1.1: forward to 10.244.1.23:8080; 192.168.1.10: reject)",

@@ -109,7 +109,7 @@ func readJSON(listing []byte) (proxy.ServiceMap, error) {
 		if err != nil {
 			return nil, fmt.Errorf("map %s: %w", mapFirewallIPs, err)
 		}
-		ranges, err := rs.firewallRanges(el.verdict, f)
+		ranges, err := rs.firewallRanges(el.verdict)
 		if err != nil {
 			return nil, fmt.Errorf("map %s: %s: %w", mapFirewallIPs, f, err)
 		}
@@ -140,10 +140,9 @@ func (rs *ruleset) eachVerdict(maps []string, f func(proxy.Frontend, proxy.Walk)
 }
 
 // firewallRanges reads the firewall chain a firewall-ips element goes to: kube-proxy
-// writes one rule, "ip saddr != { RANGES } drop". The frontend's own address
-// among them is the node's own traffic to a load balancer IP it holds, not a
-// range of outside sources, and is left out.
-func (rs *ruleset) firewallRanges(v map[string]json.RawMessage, f proxy.Frontend) ([]netip.Prefix, error) {
+// writes one rule, "ip saddr != { SOURCES } drop": the source ranges, and the
+// load balancer IPs when the node's address is in one of them.
+func (rs *ruleset) firewallRanges(v map[string]json.RawMessage) ([]netip.Prefix, error) {
 	raw, ok := v["goto"]
 	if !ok {
 		raw, ok = v["jump"]
@@ -186,9 +185,7 @@ func (rs *ruleset) firewallRanges(v map[string]json.RawMessage, f proxy.Frontend
 			if err != nil {
 				return nil, fmt.Errorf("chain %s, rule handle %d: %w", r.chain, r.handle, err)
 			}
-			if p != netip.PrefixFrom(f.Addr, 32) {
-				out = append(out, p)
-			}
+			out = append(out, p)
 		}
 		return out, nil
 	}

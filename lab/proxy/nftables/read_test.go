@@ -79,7 +79,7 @@ func nft(t *testing.T, ns *namespaces.NS, args ...string) {
 // firewall that lets another range in.
 func TestReadFixture(t *testing.T) {
 	ns := loadFixture(t)
-	want := proxy.ExpectedServiceMap(fixtureState(), "node-1", proxy.ModelNFTables)
+	want := proxy.ExpectedServiceMap(fixtureState(), proxytest.Node1, proxy.ModelNFTables)
 	got, err := Read(ns, proxy.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestReadFixture(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantDiff := []string{
-		"TCP 192.168.1.240:80: want forward to 10.244.1.140:8080 from 192.168.1.0/25 only, got forward to 10.244.1.140:8080 from 192.168.2.0/24 only",
+		"TCP 192.168.1.240:80: want forward to 10.244.1.140:8080 from 192.168.1.0/25 192.168.1.240/32 only, got forward to 10.244.1.140:8080 from 192.168.2.0/24 only",
 		"TCP nodePort 30081: want drop, got untranslated",
 		"UDP 10.96.0.10:53: want forward to 10.244.2.2:53, got forward to 10.244.2.99:53 (missing 10.244.2.2:53; extra 10.244.2.99:53)",
 	}
