@@ -172,6 +172,7 @@ func Run(ctx context.Context, l Lab, req Request) (*Trace, error) {
 		t.Hops = append(t.Hops, hop)
 	}
 	t.End = endOf(t, outcome, reply, err)
+	t.End.Observed = outcome
 	return t, nil
 }
 

@@ -21,6 +21,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/traffic"
 )
 
 // Lab is what a trace needs to know of a running lab.
@@ -125,6 +126,8 @@ const (
 // End is how the flow ended.
 type End struct {
 	Outcome string `json:"outcome"`
+	// Observed is what the client saw, as verify classifies it.
+	Observed traffic.Outcome `json:"observed"`
 	// Pod and Backend answered (answered), seeing the source Seen.
 	Pod     string         `json:"pod,omitempty"`
 	Backend netip.AddrPort `json:"backend,omitempty"`

@@ -13,6 +13,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/trace"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -69,6 +70,8 @@ type Check struct {
 	Protocol string `json:"protocol"`
 	Attempts int    `json:"attempts"`
 	Why      string `json:"why"`
+	// Trace follows one attempt through the kernel (see Explain).
+	Trace *trace.Trace `json:"trace,omitempty"`
 }
 
 // Run checks every flow Derive plans for the lab as it is, under its mode's
@@ -297,16 +300,7 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 		r, err := traffic.Request(dial)
 		out := traffic.Classify(err)
 		obs.add(out, r)
-		switch {
-		case out == traffic.Answered && exp.Outcome == traffic.Answered:
-			srcs, expected := exp.Backends[r.Backend()]
-			if !expected || !allowed(srcs, r.Client.Addr()) {
-				ok = false
-			}
-		case out == traffic.Timeout && exp.MayTimeout:
-		case out == traffic.Timeout && exp.Outcome == traffic.Refused:
-			// judged below: one of the attempts must be refused
-		case out != exp.Outcome:
+		if !exp.admits(out, r) {
 			ok = false
 		}
 		if exp.Outcome == traffic.Answered && !exp.Sticky && !exp.SomeOf && accounted && obs.covers(exp.Backends) ||
@@ -331,6 +325,22 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 	}
 	c.Passed = ok && ctx.Err() == nil
 	return c
+}
+
+// admits tells whether one attempt's outcome out (and reply r, when answered)
+// may be part of a flow that meets exp. A refused flow's timeouts are judged
+// over all its attempts: one of them must be refused.
+func (exp Expectation) admits(out traffic.Outcome, r traffic.Reply) bool {
+	switch {
+	case out == traffic.Answered && exp.Outcome == traffic.Answered:
+		srcs, expected := exp.Backends[r.Backend()]
+		return expected && allowed(srcs, r.Client.Addr())
+	case out == traffic.Timeout && exp.MayTimeout:
+	case out == traffic.Timeout && exp.Outcome == traffic.Refused:
+	case out != exp.Outcome:
+		return false
+	}
+	return true
 }
 
 // allowed tells whether a backend that may see the sources srcs (any, when none
