@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -97,4 +98,50 @@ func counterDeltas(before, after []counted) []Rule {
 		}
 	}
 	return grew
+}
+
+// hookOrder is the order the base chains of each table are met: by hook, then
+// by table priority within it.
+var hookOrder = []string{"PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING"}
+var tableOrder = []string{"raw", "mangle", "nat", "filter", "security"}
+
+// pathOrder puts counter deltas in the order a packet meets them: base chains
+// by hook and table, each followed through its jumps into the chains it
+// reached; rules no walk reaches come last, as they were.
+func pathOrder(rules []Rule) []Rule {
+	byChain := map[[2]string][]int{}
+	for i, r := range rules {
+		k := [2]string{r.Table, r.Chain}
+		byChain[k] = append(byChain[k], i)
+	}
+	done := make([]bool, len(rules))
+	var out []Rule
+	var visit func(table, chain string)
+	visit = func(table, chain string) {
+		// A chain's policy is listed before its rules and met after them.
+		list := byChain[[2]string{table, chain}]
+		list = append(slices.DeleteFunc(slices.Clone(list), func(i int) bool { return strings.HasPrefix(rules[i].Verdict, "policy ") }),
+			slices.DeleteFunc(slices.Clone(list), func(i int) bool { return !strings.HasPrefix(rules[i].Verdict, "policy ") })...)
+		for _, i := range list {
+			if done[i] {
+				continue
+			}
+			done[i] = true
+			out = append(out, rules[i])
+			if _, ok := byChain[[2]string{table, rules[i].Verdict}]; ok {
+				visit(table, rules[i].Verdict)
+			}
+		}
+	}
+	for _, hook := range hookOrder {
+		for _, table := range tableOrder {
+			visit(table, hook)
+		}
+	}
+	for i, r := range rules {
+		if !done[i] {
+			out = append(out, r)
+		}
+	}
+	return out
 }

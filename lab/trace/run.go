@@ -161,7 +161,7 @@ func Run(ctx context.Context, l Lab, req Request) (*Trace, error) {
 			return nil, err
 		}
 		for name, list := range after {
-			deltas[name] = counterDeltas(before[name], list)
+			deltas[name] = pathOrder(counterDeltas(before[name], list))
 		}
 	}
 	for _, m := range order(l, from, reply, evs, deltas) {

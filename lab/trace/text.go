@@ -29,14 +29,9 @@ func (t *Trace) WriteText(w io.Writer) {
 			}
 		}
 		if len(h.Counters) > 0 {
-			fmt.Fprintln(w, "  rules whose counters grew (every packet of the flow counts):")
-			table := ""
+			fmt.Fprintln(w, "  rules whose counters grew, by hook (every packet of the flow counts):")
 			for _, r := range h.Counters {
-				if r.Table != table {
-					table = r.Table
-					fmt.Fprintf(w, "  *%s\n", table)
-				}
-				fmt.Fprintf(w, "    [+%d] %s\n", r.Packets, r.Text)
+				fmt.Fprintf(w, "    %s [+%d] %s\n", r.Table, r.Packets, r.Text)
 			}
 		}
 		for _, c := range h.IPVS {
