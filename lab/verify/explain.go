@@ -14,7 +14,7 @@ import (
 // explainAttempts bounds the traced attempts of a failed check that look for
 // one failing attempt: a flow that fails on some picks only (one backend of
 // several unanswered) may need a few.
-const explainAttempts = 5
+const explainAttempts = 3
 
 // Explain attaches to each failed check of plan p (and with all, to every
 // check) the trace of one attempt of its flow in the running lab l: for a
@@ -45,7 +45,9 @@ func Explain(ctx context.Context, l *lab.Lab, p Plan, checks []Check, all bool, 
 				return fmt.Errorf("verify: tracing %s: %w", c.Name, err)
 			}
 			c.Trace = t
-			if c.Passed || !f.Expected.admitsAttempt(t.End) {
+			// Another attempt may fail where this one did not only if
+			// the rules picked a backend for it.
+			if c.Passed || !f.Expected.admitsAttempt(t.End) || t.End.Observed != traffic.Answered {
 				break
 			}
 		}
@@ -53,12 +55,14 @@ func Explain(ctx context.Context, l *lab.Lab, p Plan, checks []Check, all bool, 
 	return ctx.Err()
 }
 
-// timeoutOf bounds a traced attempt as check bounds the flow's attempts.
+// timeoutOf bounds a traced attempt: the check has made its attempts with
+// room for retransmissions already; a trace that waits as long as a dropped
+// flow's attempts is enough to explain one.
 func timeoutOf(exp Expectation) time.Duration {
 	if exp.Outcome == traffic.Timeout {
 		return dropTimeout
 	}
-	return answerTimeout
+	return traffic.DefaultTimeout
 }
 
 // admitsAttempt tells whether the traced attempt that ended as e is one a flow
