@@ -44,7 +44,9 @@ from -f (default: the built-in web.yaml) with the lab flags, traces, and tears i
 		Example: `  svclab trace web-x6wr client 10.96.123.45:80
   svclab trace -f httpd --kube-proxy-version 1.18 busybox 10.96.0.100:80
   svclab trace --proxy kube-proxy --mode nftables client 10.96.123.45:80 --json`,
-		Args: cobra.RangeArgs(2, 3),
+		Args: func(cmd *cobra.Command, args []string) error {
+			return usage(cobra.RangeArgs(2, 3)(cmd, args))
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			dest, err := netip.ParseAddrPort(args[len(args)-1])
 			if err != nil {
