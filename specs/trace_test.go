@@ -187,11 +187,17 @@ var _ = Describe("Trace", func() {
 			It("ends a Local NodePort on a node without local endpoints at the drop rule", func() {
 				if m.model() == proxy.ModelIPVS {
 					// IPVS mode gives such a node's virtual server the
-					// cluster's endpoints (kubernetes#97081): the trace
-					// shows IPVS's choice, not a drop.
-					t := run("outside", "192.168.1.10:30080", 0)
-					Expect(t.End.Outcome).To(Equal(trace.Answered))
-					Expect(hop(t, "node-1").IPVS).To(ContainElement(And(ContainSubstring("192.168.1.10:30080"), ContainSubstring(t.End.Backend.String()))))
+					// cluster's endpoints (kubernetes#97081) without SNAT:
+					// the trace shows IPVS's choice and the pod's node
+					// getting the packet, whose answer then bypasses node-1
+					// and never reaches the client as a reply.
+					t := run("outside", "192.168.1.10:30080", time.Second)
+					Expect(t.End.Outcome).To(Equal(trace.Dropped))
+					Expect(hop(t, "node-1").IPVS).To(ContainElement(And(ContainSubstring("192.168.1.10:30080"), ContainSubstring("10.244.2.10:8080"))))
+					ct := hop(t, "node-1").Conntrack
+					Expect(ct).NotTo(BeNil())
+					Expect(ct.SNAT).To(BeEmpty())
+					Expect(hop(t, "node-2").Conntrack).NotTo(BeNil())
 					return
 				}
 				t := run("outside", "192.168.1.10:30080", time.Second)
