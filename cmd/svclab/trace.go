@@ -83,6 +83,7 @@ from -f (default: the built-in web.yaml) with the lab flags, traces, and tears i
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false) // packets read "a > b"
 				return enc.Encode(t)
 			}
 			t.WriteText(cmd.OutOrStdout())
