@@ -228,7 +228,13 @@ var _ = Describe("Trace", func() {
 				var gone string
 				switch m.model() {
 				case proxy.ModelNFTables:
-					gone = "service-"
+					// The Service's own chain, which the services map's
+					// element for the ClusterIP led to.
+					i := slices.IndexFunc(rulesIn(first, "node-1"), func(r trace.Rule) bool {
+						return r.Chain == "services" && strings.Contains(r.Verdict, " service-")
+					})
+					Expect(i).NotTo(BeNumerically("<", 0), "the first trace named the ClusterIP's map element")
+					gone = strings.Fields(rulesIn(first, "node-1")[i].Verdict)[1]
 					_, err := namespaces.Output(node, "nft", "delete", "element", "ip", "kube-proxy", "service-ips", "{ 10.96.0.10 . tcp . 80 }")
 					Expect(err).NotTo(HaveOccurred())
 				case proxy.ModelIPVS:
