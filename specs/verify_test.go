@@ -202,6 +202,19 @@ var _ = Describe("svclab verify --flows", Label("verify"), func() {
 			}
 			Expect(rep.Checks).To(HaveLen(11))
 			Expect(wrong).To(BeEmpty(), "exactly the flows named wrong must fail:\n%s", strings.Join(wrong, "\n"))
+			// Each failure is explained by the trace of an attempt, made
+			// from the flow's source to its target; passing checks carry none
+			// without --trace.
+			for _, c := range rep.Checks {
+				if c.Passed {
+					Expect(c.Trace).To(BeNil(), c.Name)
+					continue
+				}
+				Expect(c.Trace).NotTo(BeNil(), c.Name)
+				Expect(c.Trace.From).To(Equal(c.From), c.Name)
+				Expect(c.Trace.End.Outcome).NotTo(BeEmpty(), c.Name)
+				Expect(c.Trace.Hops).NotTo(BeEmpty(), c.Name)
+			}
 		})
 	}
 })

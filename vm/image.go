@@ -43,6 +43,8 @@ var guestTools = []guestTool{
 		"ip6tables", "ip6tables-save", "ip6tables-restore",
 		"iptables-nft", "iptables-nft-save", "iptables-nft-restore",
 		"ip6tables-nft", "ip6tables-nft-save", "ip6tables-nft-restore",
+		// svclab trace reads iptables-nft's trace events with it.
+		"xtables-monitor",
 	}},
 	{name: "xtables-legacy-multi", pkg: "iptables", dir: "usr/sbin", links: []string{
 		"iptables-legacy", "iptables-legacy-save", "iptables-legacy-restore",

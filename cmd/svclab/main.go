@@ -41,7 +41,7 @@ the built-in web.yaml is used.`,
 	}
 	root.SetVersionTemplate("{{versionText}}")
 	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
-		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand(), newCompareCommand(),
+		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand(), newCompareCommand(), newTraceCommand(),
 		newVersionCommand(), newInspectCommand(), newGraphCommand())
 	completeNames(root)
 	strictUsage(root)

@@ -53,6 +53,7 @@ func newVerifyCommand() *cobra.Command {
 		noVM   bool
 		plan   bool
 		flows  string
+		traced bool
 	)
 	cmd := &cobra.Command{
 		Use:   "verify [-f FILE] [--mode MODE|all] [--flows FLOWS] [--plan] [--json]",
@@ -60,7 +61,9 @@ func newVerifyCommand() *cobra.Command {
 		Long: `For every pod, node and client, and every ClusterIP:port and node:nodePort, derive from
 the topology what must happen (which backends may answer and the source address they
 must see, or refused, or dropped), check it with real connections, print a table and
-tear the lab down. Exit status 0 only if every check passed.
+tear the lab down. Exit status 0 only if every check passed. Every failed check
+carries the trace of one failing attempt (as svclab trace prints it): every namespace,
+hook and rule it went through, the conntrack entry and how it ended.
 
 --flows FILE checks the flows written in FILE instead (see README, "Flows files").
 --plan prints the checks a run would make and what each expects, without root and
@@ -115,6 +118,9 @@ without building anything.`,
 				}
 				fmt.Fprintf(log, "%s: checking %d flows and %d lookups\n", r.label, len(p.Flows), len(p.Lookups))
 				checks, err := verify.Execute(ctx, l, p, r.label)
+				if err == nil {
+					err = verify.Explain(ctx, l, p, checks, traced, log)
+				}
 				err = errors.Join(err, l.Down())
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.label, err)
@@ -132,6 +138,9 @@ without building anything.`,
 				var extra []string
 				if flows != "" {
 					extra = []string{"--flows", flows}
+				}
+				if traced {
+					extra = append(extra, "--trace")
 				}
 				checks, err := verifyInVM(f, inVM, extra)
 				if err != nil {
@@ -157,6 +166,7 @@ without building anything.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
 	cmd.Flags().BoolVar(&noVM, "no-vm", false, "never run in svclab's VM, even when this kernel lacks what a mode needs")
 	cmd.Flags().BoolVar(&plan, "plan", false, "print the checks a run would make and what each expects; builds nothing, needs no root")
+	cmd.Flags().BoolVar(&traced, "trace", false, "trace one attempt of every check, passing ones too (failed checks always carry one: see svclab trace)")
 	cmd.Flags().StringVar(&flows, "flows", "", "check the flows written in this file (or a shipped one by name: web) instead of every flow of the topology")
 	return cmd
 }
@@ -169,6 +179,17 @@ func printReport(w io.Writer, rep verifyReport, asJSON bool) error {
 		return enc.Encode(rep)
 	}
 	printChecks(w, rep.Checks, rep.Planned)
+	for _, c := range rep.Checks {
+		if c.Trace == nil {
+			continue
+		}
+		res := "PASS"
+		if !c.Passed {
+			res = "FAIL"
+		}
+		fmt.Fprintf(w, "\n--- trace of %s %s (%s): expected %s, observed %s\n", res, c.Name, c.Mode, c.Expected, c.Observed)
+		c.Trace.WriteText(w)
+	}
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/trace"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -71,6 +72,8 @@ type Check struct {
 	Protocol string `json:"protocol"`
 	Attempts int    `json:"attempts"`
 	Why      string `json:"why"`
+	// Trace follows one attempt through the kernel (see Explain).
+	Trace *trace.Trace `json:"trace,omitempty"`
 }
 
 // Lab is what verify needs of a running lab (a *lab.Lab is one): verify only
@@ -85,6 +88,9 @@ type Lab interface {
 	// Deaths are the lab's components that died at or after since: a check
 	// that passed while one was down proves nothing about a whole lab.
 	Deaths(since time.Time) []record.Death
+	// Record is the lab as recorded: its members' namespaces, which a trace
+	// of a failed check follows.
+	Record() record.Lab
 }
 
 // Run checks every flow Derive plans for the lab as it is, under its mode's
@@ -315,16 +321,7 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 		r, err := traffic.Request(dial)
 		out := traffic.Classify(err)
 		obs.add(out, r)
-		switch {
-		case out == traffic.Answered && exp.Outcome == traffic.Answered:
-			srcs, expected := exp.Backends[r.Backend()]
-			if !expected || !allowed(srcs, r.Client.Addr()) {
-				ok = false
-			}
-		case out == traffic.Timeout && exp.MayTimeout:
-		case out == traffic.Timeout && exp.Outcome == traffic.Refused:
-			// judged below: one of the attempts must be refused
-		case out != exp.Outcome:
+		if !exp.admits(out, r) {
 			ok = false
 		}
 		if exp.Outcome == traffic.Answered && !exp.Sticky && !exp.SomeOf && accounted && obs.covers(exp.Backends) ||
@@ -349,6 +346,22 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 	}
 	c.Passed = ok && ctx.Err() == nil
 	return c
+}
+
+// admits tells whether one attempt's outcome out (and reply r, when answered)
+// may be part of a flow that meets exp. A refused flow's timeouts are judged
+// over all its attempts: one of them must be refused.
+func (exp Expectation) admits(out traffic.Outcome, r traffic.Reply) bool {
+	switch {
+	case out == traffic.Answered && exp.Outcome == traffic.Answered:
+		srcs, expected := exp.Backends[r.Backend()]
+		return expected && allowed(srcs, r.Client.Addr())
+	case out == traffic.Timeout && exp.MayTimeout:
+	case out == traffic.Timeout && exp.Outcome == traffic.Refused:
+	case out != exp.Outcome:
+		return false
+	}
+	return true
 }
 
 // allowed tells whether a backend that may see the sources srcs (any, when none

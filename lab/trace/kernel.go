@@ -1,0 +1,117 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/svclab/svclab/lab/namespaces"
+)
+
+// conntrackOf is the entry of the flow from source port port in the namespace
+// ns: the one whose original source port, or reply destination port, is it
+// (SNAT keeps the port when it can).
+func conntrackOf(ns *namespaces.NS, protocol string, port int) (*Conntrack, error) {
+	flows, err := ns.Netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
+		return nil, fmt.Errorf("netns %s: conntrack: %w", ns, err)
+	}
+	proto := uint8(unix.IPPROTO_TCP)
+	if strings.EqualFold(protocol, "UDP") {
+		proto = unix.IPPROTO_UDP
+	}
+	for _, f := range flows {
+		if f.Forward.Protocol != proto || (int(f.Forward.SrcPort) != port && int(f.Reverse.DstPort) != port) {
+			continue
+		}
+		c := &Conntrack{
+			Original: Tuple{Src: addrPort(f.Forward.SrcIP, f.Forward.SrcPort), Dst: addrPort(f.Forward.DstIP, f.Forward.DstPort)},
+			Reply:    Tuple{Src: addrPort(f.Reverse.SrcIP, f.Reverse.SrcPort), Dst: addrPort(f.Reverse.DstIP, f.Reverse.DstPort)},
+		}
+		// The reply comes from where the original went, to where it came
+		// from; any difference is a translation.
+		if c.Reply.Src != c.Original.Dst {
+			c.DNAT = fmt.Sprintf("%s -> %s", c.Original.Dst, c.Reply.Src)
+		}
+		if c.Reply.Dst != c.Original.Src {
+			c.SNAT = fmt.Sprintf("%s -> %s", c.Original.Src, c.Reply.Dst)
+		}
+		if tcp, ok := f.ProtoInfo.(*netlink.ProtoInfoTCP); ok {
+			c.State = tcpStates[tcp.State]
+		}
+		return c, nil
+	}
+	return nil, nil
+}
+
+// tcpStates are conntrack's TCP states by number (enum tcp_conntrack).
+var tcpStates = []string{"NONE", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "FIN_WAIT", "CLOSE_WAIT", "LAST_ACK", "TIME_WAIT", "CLOSE", "SYN_SENT2"}
+
+func addrPort(ip net.IP, port uint16) netip.AddrPort {
+	a, _ := netip.AddrFromSlice(ip)
+	return netip.AddrPortFrom(a.Unmap(), port)
+}
+
+// routeOf is the route the namespace takes for a packet from src to dst that
+// came in by iif (empty: sent by the namespace itself), as `ip route get`
+// prints it.
+func routeOf(ns *namespaces.NS, src, dst netip.Addr, iif string) (string, error) {
+	opts := &netlink.RouteGetOptions{Iif: iif}
+	if iif != "" {
+		opts.SrcAddr = src.AsSlice()
+	}
+	routes, err := ns.Netlink.RouteGetWithOptions(dst.AsSlice(), opts)
+	if err != nil {
+		return "", fmt.Errorf("netns %s: route get %s: %w", ns, dst, err)
+	}
+	if len(routes) == 0 {
+		return "", nil
+	}
+	r := routes[0]
+	var b strings.Builder
+	if r.Type == unix.RTN_LOCAL {
+		b.WriteString("local ")
+	}
+	b.WriteString(dst.String())
+	if iif != "" {
+		fmt.Fprintf(&b, " from %s", src)
+	}
+	if r.Gw != nil {
+		fmt.Fprintf(&b, " via %s", r.Gw)
+	}
+	if l, err := ns.Netlink.LinkByIndex(r.LinkIndex); err == nil {
+		fmt.Fprintf(&b, " dev %s", l.Attrs().Name)
+	}
+	if r.Src != nil && iif == "" {
+		fmt.Fprintf(&b, " src %s", r.Src)
+	}
+	if iif != "" {
+		fmt.Fprintf(&b, " iif %s", iif)
+	}
+	return b.String(), nil
+}
+
+// ipvsConnections are the IPVS connection table's lines (ipvsadm -Lnc) of the
+// flow from source port port: protocol, expiry, state, source, virtual
+// service and real server.
+func ipvsConnections(ns *namespaces.NS, port int) ([]string, error) {
+	out, err := ns.Output("ipvsadm", "-Lnc")
+	if err != nil {
+		return nil, err
+	}
+	var conns []string
+	suffix := ":" + strconv.Itoa(port)
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 6 && strings.HasSuffix(f[3], suffix) {
+			conns = append(conns, strings.Join(f, " "))
+		}
+	}
+	return conns, nil
+}
