@@ -9,8 +9,8 @@ import (
 // controlPlaneSpace is the room a lab with a control plane takes under its run
 // directory (/run/svclab, a tmpfs): etcd preallocates a 64 MiB write-ahead
 // log segment, and its database, the PKI, the kubeconfigs and the components'
-// logs come on top. Measured: 123 MiB for web with a control plane (issue 16);
-// rounded up.
+// logs come on top. Measured: 123 MiB under /run/svclab (du) with `svclab up
+// --control-plane -f web` running, as issue 16 found; rounded up.
 const controlPlaneSpace = 128 << 20
 
 // checkRunSpace fails, with the figures and what to do, when dir's filesystem
