@@ -5,7 +5,7 @@ import (
 )
 
 // diedDuring is a failed check for every component of the lab that died
-// during a run's checks: each flow passed against whatever still ran, and a
+// since it was created: each flow passed against whatever still ran, and a
 // kube-proxy keeps its last rules when the API server is gone, so the flows
 // alone would pass a lab that is not whole.
 func diedDuring(deaths []labrecord.Death, label string) []Check {
@@ -14,7 +14,7 @@ func diedDuring(deaths []labrecord.Death, label string) []Check {
 		checks[i] = Check{
 			Name: "component " + d.Component, Mode: label, From: "lab", To: d.Component, Service: "-",
 			Expected: "running", Observed: "exited " + d.Status + " at " + d.At.Format("15:04:05.000"),
-			Why: "a component of the lab died during the checks (its log: " + d.Log + ")",
+			Why: "a component of the lab died while it was verified (its log: " + d.Log + ")",
 		}
 	}
 	return checks
