@@ -63,3 +63,15 @@ func TestPlanJSONHasNoVerdict(t *testing.T) {
 		t.Errorf("plan:\n%.400s", out)
 	}
 }
+
+// TestRunJSONVerdictOnLineTwo: a run's report keeps its verdict on its second
+// line, where scripts/test.sh reads it.
+func TestRunJSONVerdictOnLineTwo(t *testing.T) {
+	var b bytes.Buffer
+	if err := printReport(&b, verifyReport{Passed: true}, true); err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Split(b.String(), "\n"); len(lines) < 2 || lines[1] != `  "passed": true,` {
+		t.Errorf("run report:\n%s", b.String())
+	}
+}
