@@ -141,7 +141,10 @@ var _ = Describe("Trace", func() {
 			// that translates to backend, as the mode writes them.
 			serviceChains := func() []string {
 				if m.model() == proxy.ModelNFTables {
-					return []string{"services", "service-", "endpoint-"}
+					// The services map's element, then the Service's chain
+					// (kube-proxy 1.37 dnats a lone endpoint there, as the
+					// trace shows, without an endpoint- chain).
+					return []string{"services", "service-"}
 				}
 				return []string{"KUBE-SERVICES", "KUBE-SVC-", "KUBE-SEP-"}
 			}
