@@ -67,7 +67,7 @@ func (l *Lab) publishPods(ctx context.Context, before, after *topology.Topology)
 	return l.writePods(ctx, added)
 }
 
-// updatePod writes a pod's new labels, readiness, restart count or termination.
+// updatePod writes a pod's new labels, readiness or termination.
 func (l *Lab) updatePod(ctx context.Context, prev, p topology.Pod) error {
 	c := l.cp.client
 	var pod corev1.Pod
@@ -80,9 +80,11 @@ func (l *Lab) updatePod(ctx context.Context, prev, p topology.Pod) error {
 			return err
 		}
 	}
-	if prev.Ready != p.Ready || prev.Restarts != p.Restarts {
+	if prev.Ready != p.Ready {
 		n, _ := l.topo.Node(p.Node)
-		pod.Status = cluster.PodStatus(p, n.IP.String(), time.Now())
+		status := cluster.PodStatus(p, n.IP.String(), time.Now())
+		keepRestartCounts(&status, pod.Status)
+		pod.Status = status
 		if err := c.UpdateStatus(ctx, cluster.Pods, &pod); err != nil {
 			return err
 		}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/supervise"
@@ -62,11 +65,38 @@ func (l *Lab) componentRestarted(ctx context.Context, c *supervise.Component, ol
 		}
 		within, cancel := context.WithTimeout(ctx, podStatusWithin)
 		n := int32(c.Restarts())
-		err := l.UpdatePod(within, r.pod.Key(), func(p *topology.Pod) { p.Restarts = n })
-		if err != nil && ctx.Err() == nil {
+		if err := l.reportRestarts(within, r.pod, n); err != nil && ctx.Err() == nil {
 			l.logf("lab %s: pod %s: report restart count %d: %v", l.ID, r.pod.Key(), n, err)
 		}
 		cancel()
+	}
+}
+
+// reportRestarts writes a pod's container restart count into its status, as
+// its kubelet does; under changeMu, so that no readiness report of the pod
+// writes its status in between.
+func (l *Lab) reportRestarts(ctx context.Context, p topology.Pod, n int32) error {
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	var pod corev1.Pod
+	if err := l.cp.client.Get(ctx, cluster.Pods, p.Namespace, p.Name, &pod); err != nil {
+		return err
+	}
+	for i := range pod.Status.ContainerStatuses {
+		pod.Status.ContainerStatuses[i].RestartCount = n
+	}
+	return l.cp.client.UpdateStatus(ctx, cluster.Pods, &pod)
+}
+
+// keepRestartCounts carries the restart counts of old's containers into
+// status, which the lab writes anew when a pod's readiness changes.
+func keepRestartCounts(status *corev1.PodStatus, old corev1.PodStatus) {
+	for i := range status.ContainerStatuses {
+		for _, o := range old.ContainerStatuses {
+			if o.Name == status.ContainerStatuses[i].Name {
+				status.ContainerStatuses[i].RestartCount = o.RestartCount
+			}
+		}
 	}
 }
 

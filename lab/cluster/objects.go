@@ -90,7 +90,7 @@ func PodStatus(p topology.Pod, hostIP string, now time.Time) corev1.PodStatus {
 			cond(corev1.PodReady, ready),
 		},
 		ContainerStatuses: []corev1.ContainerStatus{{
-			Name: cmp.Or(p.Component, containerName), Image: image, ImageID: image, Ready: p.Ready, Started: ptr.To(true), RestartCount: p.Restarts,
+			Name: cmp.Or(p.Component, containerName), Image: image, ImageID: image, Ready: p.Ready, Started: ptr.To(true),
 			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: t}},
 		}},
 	}

@@ -165,9 +165,6 @@ type Pod struct {
 	// Component names the cluster component the pod runs instead of svclab's
 	// servers (ComponentCoreDNS); empty for the lab's own pods.
 	Component string
-	// Restarts is how often the lab restarted the component's process, as
-	// its kubelet counts its container's restarts.
-	Restarts int32
 }
 
 // Key is "namespace/name", unique in a lab.
