@@ -121,6 +121,7 @@ without building anything.`,
 				if err == nil {
 					err = verify.Explain(ctx, l, p, checks, traced, log)
 				}
+				checks = append(checks, verify.Deaths(l, r.label)...)
 				err = errors.Join(err, l.Down())
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.label, err)
