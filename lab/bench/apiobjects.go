@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,14 +35,23 @@ type apiWriter struct {
 	mu     sync.Mutex
 	// parallel bounds the requests under way when many objects are written.
 	parallel int
+	// written counts the objects created, replaced or deleted, for the load
+	// rate the bench reports.
+	written atomic.Int64
 }
+
+// apiWriters is how many requests a writer keeps under way. BenchmarkAPILoad
+// on an idle 2-core machine (500 Services and their slices written and
+// deleted): 419 objects/s with 8, 630 with 32, 690 with 96; past 32 the API
+// server, not the client, is the bound.
+const apiWriters = 32
 
 func newAPIWriter(ctx context.Context, c *cluster.Client) (*apiWriter, error) {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: serviceNamespace}}
 	if err := c.Ensure(ctx, cluster.Namespaces, ns); err != nil {
 		return nil, err
 	}
-	return &apiWriter{c: c, slices: map[string][]*discoveryv1.EndpointSlice{}, parallel: 8}, nil
+	return &apiWriter{c: c, slices: map[string][]*discoveryv1.EndpointSlice{}, parallel: apiWriters}, nil
 }
 
 // move makes the API server hold to instead of from (both as written by this
@@ -114,11 +124,13 @@ func (w *apiWriter) create(ctx context.Context, sp proxy.ServicePort, trigger ti
 	if err := w.c.Create(ctx, cluster.Services, svc); err != nil {
 		return err
 	}
+	w.written.Add(1)
 	var made []*discoveryv1.EndpointSlice
 	for _, s := range endpointSlices(sp, trigger) {
 		if err := w.c.Create(ctx, cluster.EndpointSlices, s); err != nil {
 			return err
 		}
+		w.written.Add(1)
 		made = append(made, s)
 	}
 	w.set(sp.Name.Name, made)
@@ -139,6 +151,7 @@ func (w *apiWriter) replaceSlices(ctx context.Context, sp proxy.ServicePort, tri
 		if err := w.c.Update(ctx, cluster.EndpointSlices, s); err != nil {
 			return err
 		}
+		w.written.Add(1)
 	}
 	w.set(sp.Name.Name, next)
 	return nil
@@ -149,9 +162,14 @@ func (w *apiWriter) remove(ctx context.Context, sp proxy.ServicePort) error {
 		if err := w.c.Delete(ctx, cluster.EndpointSlices, serviceNamespace, s.Name, nil); err != nil {
 			return err
 		}
+		w.written.Add(1)
 	}
 	w.set(sp.Name.Name, nil)
-	return w.c.Delete(ctx, cluster.Services, serviceNamespace, sp.Name.Name, nil)
+	if err := w.c.Delete(ctx, cluster.Services, serviceNamespace, sp.Name.Name, nil); err != nil {
+		return err
+	}
+	w.written.Add(1)
+	return nil
 }
 
 func (w *apiWriter) get(name string) []*discoveryv1.EndpointSlice {

@@ -144,7 +144,9 @@ func (r *runner) kubeProxyLab(ctx context.Context, n, e int, subjects []Subject)
 	if err := api.move(ctx, nil, base.current(), time.Time{}); err != nil {
 		return err
 	}
-	r.logf("  wrote %d Services and their EndpointSlices into the API server in %s", n, time.Since(start).Round(time.Millisecond))
+	took := time.Since(start)
+	r.note("N=%d E=%d: %d Services and EndpointSlices written into the API server in %s: %.0f objects/s (%d requests under way)",
+		n, e, api.written.Load(), took.Round(time.Millisecond), float64(api.written.Load())/took.Seconds(), api.parallel)
 	for i, s := range subjects {
 		if i > 0 && r.pastDeadline() {
 			r.cut[kubeProxyCurve(s, e)] = true
