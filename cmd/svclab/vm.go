@@ -63,17 +63,8 @@ func runInVM(f vmFlags, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	files := map[string]string{"bin/svclab": self}
-	guestArgs := make([]string, len(args))
-	for i, a := range args {
-		guestArgs[i] = a
-		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
-			abs, _ := filepath.Abs(a)
-			guest := fmt.Sprintf("input/%d/%s", i, filepath.Base(a))
-			files[guest] = abs
-			guestArgs[i] = "/svclab/" + guest
-		}
-	}
+	guestArgs, files := toGuest(args)
+	files["bin/svclab"] = self
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	code, err := vm.Run(ctx, vm.Config{
@@ -89,6 +80,35 @@ func runInVM(f vmFlags, args []string, stdout io.Writer) error {
 		return exitCode(code)
 	}
 	return nil
+}
+
+// namesNoFile are the flags whose values are names, never files: a value that
+// happens to name a file in the working directory (a binary called svclab, a
+// file called web) stays as it is.
+var namesNoFile = map[string]bool{
+	"--mode": true, "--proxy": true, "--backend": true, "--apply": true, "--scheduler": true,
+	"--kube-proxy-version": true, "--kube-proxy-modes": true, "--modes": true, "--methods": true, "--backends": true,
+}
+
+// toGuest rewrites args for the guest: each one naming a regular file on this
+// machine, but a name flag's value, becomes the guest path the file is copied
+// to; files maps those guest paths (under /svclab) to the files here.
+func toGuest(args []string) (guestArgs []string, files map[string]string) {
+	files = map[string]string{}
+	guestArgs = make([]string, len(args))
+	for i, a := range args {
+		guestArgs[i] = a
+		if i > 0 && namesNoFile[args[i-1]] {
+			continue
+		}
+		if st, err := os.Stat(a); err == nil && st.Mode().IsRegular() {
+			abs, _ := filepath.Abs(a)
+			guest := fmt.Sprintf("input/%d/%s", i, filepath.Base(a))
+			files[guest] = abs
+			guestArgs[i] = "/svclab/" + guest
+		}
+	}
+	return guestArgs, files
 }
 
 // splitRuns sorts runs into those this kernel can do and those that need the VM,
