@@ -80,14 +80,9 @@ func CleanStaleUDPConntrack(h *netlink.Handle, changes Changes, cur []ServicePor
 	if !changes.ConntrackCleanupNeeded() {
 		return 0, nil
 	}
-	var flows []*netlink.ConntrackFlow
-	err := retryInterrupted(func() error {
-		var err error
-		flows, err = h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
-		return err
-	})
+	flows, err := ListConntrack(h)
 	if err != nil {
-		return 0, fmt.Errorf("conntrack: list entries: %w", err)
+		return 0, err
 	}
 	stale := StaleUDPFlows(cur, flows)
 	if len(stale) == 0 {
@@ -111,6 +106,22 @@ func CleanStaleUDPConntrack(h *netlink.Handle, changes Changes, cur []ServicePor
 
 // retryInterrupted retries a conntrack dump the kernel interrupted because the
 // table changed under it, as kube-proxy does (a few times, then gives up).
+// ListConntrack is the IPv4 conntrack table of the namespace h is bound to,
+// read whole: a dump the kernel interrupted (the table changed under it) is
+// read again rather than taken as it is.
+func ListConntrack(h *netlink.Handle) ([]*netlink.ConntrackFlow, error) {
+	var flows []*netlink.ConntrackFlow
+	err := retryInterrupted(func() error {
+		var err error
+		flows, err = h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("conntrack: list entries: %w", err)
+	}
+	return flows, nil
+}
+
 func retryInterrupted(fn func() error) error {
 	var err error
 	for range 5 {

@@ -1,7 +1,6 @@
 package trace
 
 import (
-	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,15 +11,16 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
 )
 
 // conntrackOf is the entry of the flow from source port port in the namespace
 // ns: the one whose original source port, or reply destination port, is it
 // (SNAT keeps the port when it can).
 func conntrackOf(ns *namespaces.NS, protocol string, port int) (*Conntrack, error) {
-	flows, err := ns.Netlink.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
-	if err != nil && !errors.Is(err, netlink.ErrDumpInterrupted) {
-		return nil, fmt.Errorf("netns %s: conntrack: %w", ns, err)
+	flows, err := proxy.ListConntrack(ns.Netlink)
+	if err != nil {
+		return nil, fmt.Errorf("netns %s: %w", ns, err)
 	}
 	proto := uint8(unix.IPPROTO_TCP)
 	if strings.EqualFold(protocol, "UDP") {
