@@ -54,7 +54,7 @@ lab's ID, or its name if only one lab has it. Needs no root.`,
 
 // printInspect prints a lab as `svclab up` did, and its components.
 func printInspect(w io.Writer, s labState) {
-	owner := fmt.Sprintf("held by process %d", s.Owner.PID)
+	owner := fmt.Sprintf("held by process %d, %s", s.Owner.PID, s.Health())
 	if !s.Running {
 		owner = "its process is gone (svclab clean removes what is left)"
 	}
@@ -72,7 +72,6 @@ func printInspect(w io.Writer, s labState) {
 	if len(s.Components) > 0 {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		// A component's health joins this table when the record carries it.
 		fmt.Fprintln(tw, "COMPONENT\tPID\tPROCESS")
 		for _, c := range s.Components {
 			state := "running"

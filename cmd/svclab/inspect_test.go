@@ -43,6 +43,14 @@ func TestInspect(t *testing.T) {
 	if strings.Contains(text, "fabric") {
 		t.Errorf("inspect shows the fabric:\n%s", text)
 	}
+	// A component's death shows as the lab's health, as in ls.
+	dead := testRecord()
+	dead.Deaths = []record.Death{{Component: "kube-apiserver on control-plane", PID: 7, Status: "137 (killed)", At: time.Now()}}
+	out.Reset()
+	printInspect(&out, stateOf(dead))
+	if want := "degraded: kube-apiserver on control-plane exited 137 (killed)"; !strings.Contains(out.String(), want) {
+		t.Errorf("inspect of a lab whose API server died lacks %q:\n%s", want, out.String())
+	}
 	b, err := json.Marshal(stateOf(testRecord()))
 	if err != nil {
 		t.Fatal(err)
