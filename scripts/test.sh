@@ -31,9 +31,37 @@ scripts/setup.sh
 
 out=${SVCLAB_TEST_OUT:-$(mktemp -d /tmp/svclab-test.XXXXXX)}
 mkdir -p "$out"
-step() { printf '\n=== %s (%s)\n' "$*" "$(date +%T)"; }
-# Whatever a failed step left behind goes before the next run.
-trap 'go run ./cmd/svclab clean >/dev/null 2>&1 || true' EXIT
+# Each step's duration is printed when the next one starts, and all of them in a
+# table at the end, whether the run passed or failed part-way: where CI's time
+# goes, per step (issue 20).
+step_names=() step_secs=() step_name="" step_start=0
+step_done() {
+  [ -n "$step_name" ] || return 0
+  local took=$((SECONDS - step_start))
+  step_names+=("$step_name") step_secs+=("$took")
+  printf -- '--- %s: %d min %02d s\n' "$step_name" $((took / 60)) $((took % 60))
+  step_name=""
+}
+step() {
+  step_done
+  step_name="$*" step_start=$SECONDS
+  printf '\n=== %s (%s)\n' "$*" "$(date +%T)"
+}
+summary() {
+  local rc=$? failed="" i
+  # The step still open when the run exits non-zero is the one that failed.
+  [ "$rc" -ne 0 ] && failed=$step_name
+  step_done
+  printf '\n=== step durations (%s)\n' "$([ "$rc" -eq 0 ] && echo passed || echo "failed, exit $rc")"
+  for i in "${!step_names[@]}"; do
+    printf '%4d:%02d  %s%s\n' $((step_secs[i] / 60)) $((step_secs[i] % 60)) "${step_names[i]}" \
+      "$([ "${step_names[i]}" = "$failed" ] && echo '  <- failed')"
+  done
+  printf '%4d:%02d  total\n' $((SECONDS / 60)) $((SECONDS % 60))
+  # Whatever a failed step left behind goes before the next run.
+  go run ./cmd/svclab clean >/dev/null 2>&1 || true
+}
+trap summary EXIT
 
 step "sources only: no tracked binary, nothing over 1 MB outside docs/bench/"
 go run ./scripts/ci/checksources
