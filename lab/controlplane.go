@@ -82,16 +82,20 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	cp := l.topo.ControlPlane
 	m := l.members[cp.Name]
 	dir := record.RunDir(l.dir, l.ID)
+	began := time.Now()
 	bin, err := kube.Binary(ctx, kube.Options{Path: l.opts.KubeBinary, Log: l.opts.Log})
 	if err != nil {
 		return err
 	}
+	l.phase(phaseBinary, began)
+	began = time.Now()
 	l.cp = &controlPlane{binary: bin, changed: make(chan struct{}, 1)}
 	pki, err := kube.NewPKI(kube.PKIConfig{Dir: filepath.Join(dir, "pki"), APIServer: cp.IP, ServiceCIDR: l.topo.ServiceCIDR})
 	if err != nil {
 		return err
 	}
 	l.cp.pki = pki
+	l.phase(phasePKI, began)
 	l.cp.api = kube.APIServerConfig{
 		Netns: m.NetNS, Address: cp.IP, ServiceCIDR: l.topo.ServiceCIDR, PKI: pki,
 		Dir: filepath.Join(dir, "kube-apiserver"), LogFile: l.logFile("kube-apiserver"),
@@ -111,6 +115,7 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 		return err
 	}
 	l.logf("lab %s: kube-apiserver ready at %s in %s", l.ID, l.cp.api.URL(), ready.Round(time.Millisecond))
+	l.phase(phaseAPIServer, api.Started)
 	l.cp.kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := kube.WriteKubeconfig(l.cp.kubeconfig, l.topo.Name, l.cp.api.URL(), pki); err != nil {
 		return err
@@ -133,9 +138,11 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	// kube-proxy needs its Node (its address) and nothing else to start; its
 	// first sync takes seconds, which the rest of the lab's objects need not
 	// wait for.
+	began = time.Now()
 	if err := l.writeNodes(ctx); err != nil {
 		return err
 	}
+	l.phase(phaseNodes, began)
 	if l.opts.KubeProxy != nil {
 		startCtx, cancel := context.WithCancel(ctx)
 		l.cp.cancelStart = cancel
@@ -150,6 +157,7 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	l.controllersStarted(kcm.Started)
 	_, err = l.addComponent(kcm, "kube-controller-manager on "+cp.Name, func() (*kube.Process, error) { return kube.StartControllerManager(bin, kcmConfig) })
 	if err != nil {
 		return err
@@ -167,9 +175,11 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err := l.dnsPodsStarting(); err != nil {
 		return err
 	}
+	began = time.Now()
 	if err := l.applyTopology(ctx); err != nil {
 		return err
 	}
+	l.phase(phaseTopology, began)
 	l.logf("lab %s: control plane up, topology applied, in %s", l.ID, time.Since(start).Round(time.Millisecond))
 	return nil
 }

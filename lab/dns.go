@@ -118,12 +118,14 @@ func (l *Lab) startDNS(ctx context.Context) error {
 			return fmt.Errorf("pod %s: %w", r.pod.Key(), err)
 		}
 		l.logf("lab %s: CoreDNS in %s on %s answers %s after its start", l.ID, r.pod.Key(), r.pod.Node, took.Round(time.Millisecond))
+		l.phase("CoreDNS in pod "+r.pod.Key()+" answers", r.comp.Process().Started)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
-	return l.change(ctx, func(t *topology.Topology) error {
+	began := time.Now()
+	err = l.change(ctx, func(t *topology.Topology) error {
 		for _, r := range l.dns.replicas {
 			if err := t.UpdatePod(r.pod.Key(), func(p *topology.Pod) { p.Ready = true }); err != nil {
 				return err
@@ -131,6 +133,8 @@ func (l *Lab) startDNS(ctx context.Context) error {
 		}
 		return nil
 	})
+	l.phase(phaseDNSReady, began)
+	return err
 }
 
 // startDNSProbes starts the readiness probe of every CoreDNS pod; each replica

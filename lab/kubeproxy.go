@@ -169,6 +169,7 @@ func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, b
 		return nil, errors.Join(err, p.Stop(context.Background()))
 	}
 	l.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", l.ID, m.Name, n.Name, took.Round(time.Millisecond))
+	l.phase("kube-proxy on "+n.Name+": first sync", p.Started)
 	return c, nil
 }
 

@@ -81,6 +81,8 @@ type Lab struct {
 	supervisor *supervise.Supervisor
 	// dns is the running cluster DNS, nil without one.
 	dns *clusterDNS
+	// timings are the phases of Up, for `svclab up --timings`.
+	timings *timings
 
 	// changeMu serialises topology changes and the syncs that follow them; mu
 	// guards the fields below for short reads and writes.
@@ -138,6 +140,7 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err := l.build(ctx); err != nil {
 		return l, err
 	}
+	l.phase(phaseBuild, start)
 	l.logf("lab %s: %d nodes, %d pods, %d clients up in %s", l.ID, len(t.Nodes), len(t.Pods), len(t.Clients), time.Since(start).Round(time.Millisecond))
 	if l.topo.ControlPlane != nil {
 		if err := l.startControlPlane(ctx); err != nil {
@@ -158,9 +161,11 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		return l, err
 	}
 	if !o.NoServers {
+		began := time.Now()
 		if err := l.startServers(ctx, l.topo.Pods); err != nil {
 			return l, err
 		}
+		l.phase(phaseServers, began)
 	}
 	if err := l.writePodFiles(l.topo.Pods); err != nil {
 		return l, err
@@ -181,7 +186,8 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err := l.checkWhole(); err != nil {
 		return l, err
 	}
-	return l, nil
+	l.phase(phaseUp, l.timings.start)
+	return l, l.recordTimings()
 }
 
 // checkWhole fails, naming them, when any of the lab's namespaces is gone.
@@ -210,6 +216,7 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 		proxiers: map[string]proxy.Proxier{},
 		health:   map[string]*proxy.HealthServer{},
 		servers:  map[string]*traffic.Server{},
+		timings:  &timings{start: time.Now()},
 	}
 	if l.dir == "" {
 		l.dir = record.DefaultDir

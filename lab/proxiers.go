@@ -3,6 +3,7 @@ package lab
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
@@ -66,9 +67,13 @@ func (l *Lab) Sync(ctx context.Context) error {
 	if l.mode.Name == "" {
 		return nil
 	}
+	began := time.Now()
 	state, err := l.state(ctx)
 	if err != nil {
 		return err
+	}
+	if l.cp != nil {
+		l.slicesAgree()
 	}
 	names := make([]string, 0, len(l.proxiers))
 	for name := range l.proxiers {
@@ -89,6 +94,7 @@ func (l *Lab) Sync(ctx context.Context) error {
 	l.mu.Lock()
 	l.ports = state.Ports
 	l.mu.Unlock()
+	l.phase(phaseProgrammed, began)
 	return l.syncLoadBalancers(ctx)
 }
 

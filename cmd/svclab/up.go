@@ -28,6 +28,7 @@ func newUpCommand() *cobra.Command {
 	var (
 		f          labFlags
 		foreground bool
+		timings    bool
 		readyFD    int
 		runID      string
 	)
@@ -60,13 +61,14 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 				return err
 			}
 			if foreground {
-				return runLab(t, f, runID, readyFD)
+				return runLab(t, f, runID, readyFD, timings)
 			}
-			return startLab(t, f)
+			return startLab(t, f, timings)
 		},
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&foreground, "foreground", false, "stay attached; Ctrl-C tears the lab down")
+	cmd.Flags().BoolVar(&timings, "timings", false, "print how long each phase of the start took (the API server's readiness, each kube-proxy's first sync, ...)")
 	cmd.Flags().IntVar(&readyFD, "ready-fd", 0, "")
 	cmd.Flags().StringVar(&runID, "run-id", "", "")
 	cmd.Flags().MarkHidden("ready-fd")
@@ -75,7 +77,7 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 }
 
 // runLab builds the lab in this process and holds it until SIGINT or SIGTERM.
-func runLab(t *topology.Topology, f labFlags, runID string, readyFD int) error {
+func runLab(t *topology.Topology, f labFlags, runID string, readyFD int, timings bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	opts, err := f.options()
@@ -102,6 +104,9 @@ func runLab(t *topology.Topology, f labFlags, runID string, readyFD int) error {
 		fmt.Fprintln(ready, readyLine)
 	}
 	printLab(ready, l, readyFD > 0)
+	if timings {
+		printTimings(ready, l.Timings())
+	}
 	if readyFD > 0 {
 		ready.Close()
 	} else {
@@ -114,7 +119,7 @@ func runLab(t *topology.Topology, f labFlags, runID string, readyFD int) error {
 // startLab starts a background svclab that owns the lab, waits until the lab is up,
 // relays what it printed, and returns. Ctrl-C while waiting stops the builder,
 // which removes everything it created.
-func startLab(t *topology.Topology, f labFlags) error {
+func startLab(t *topology.Topology, f labFlags, timings bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -134,6 +139,9 @@ func startLab(t *topology.Topology, f labFlags) error {
 		return err
 	}
 	args := append([]string{"up", "--foreground", "--ready-fd", "3", "--run-id", runID}, f.args()...)
+	if timings {
+		args = append(args, "--timings")
+	}
 	child := exec.Command(self, args...)
 	child.Stdout, child.Stderr = logFile, logFile
 	child.ExtraFiles = []*os.File{w}

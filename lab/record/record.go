@@ -50,6 +50,18 @@ type Lab struct {
 	// Services are the Service ports the lab's proxies programmed when it came
 	// up, as `svclab up` printed them (`svclab inspect` prints them again).
 	Services []Service `json:"services,omitempty"`
+	// Timings are the phases of the lab's start and how long each took
+	// (`svclab up --timings` prints them).
+	Timings []Phase `json:"timings,omitempty"`
+}
+
+// Phase is one phase of a lab's start: when it began, counted from the start
+// of the lab's build, and how long it took, in milliseconds. Phases the lab
+// runs side by side overlap.
+type Phase struct {
+	Name    string `json:"name"`
+	StartMS int64  `json:"startMs"`
+	TookMS  int64  `json:"tookMs"`
 }
 
 // Service is one port of a Service, as kubectl get svc shows it.

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/svclab/svclab/lab/record"
+)
+
+// printTimings prints the phases of a lab's start (`svclab up --timings`), in
+// the order they began, each with its start, counted from the start of the
+// build, and its duration; phases that ran side by side overlap.
+func printTimings(w io.Writer, phases []record.Phase) {
+	fmt.Fprintln(w, "\nTimings (from the start of the build; phases run side by side overlap):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "START\tTOOK\tPHASE")
+	for _, p := range phases {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", seconds(p.StartMS), seconds(p.TookMS), p.Name)
+	}
+	tw.Flush()
+}
+
+// seconds formats milliseconds as seconds with three decimals ("1.234s").
+func seconds(ms int64) string { return fmt.Sprintf("%d.%03ds", ms/1000, ms%1000) }

@@ -1,0 +1,110 @@
+package lab
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/svclab/svclab/lab/record"
+)
+
+// Where a lab's start spends its time (issue 20): Up and the steps it runs
+// record phases (the namespaces, the API server's readiness, each kube-proxy's
+// first sync, each CoreDNS replica's readiness, the nodes programmed), which
+// the lab's record keeps for `svclab up --timings` and `svclab ls --json`.
+
+// Phase names that the lab records more than once take the member's name.
+const (
+	phaseBuild      = "namespaces and links"
+	phaseBinary     = "component binary checked"
+	phasePKI        = "PKI"
+	phaseAPIServer  = "kube-apiserver ready"
+	phaseNodes      = "Nodes written"
+	phaseTopology   = "topology applied (namespaces, service accounts, Pods, Services)"
+	phaseSlices     = "EndpointSlices as the topology computes them"
+	phaseProgrammed = "every node programmed"
+	phaseDNSReady   = "CoreDNS pods reported ready"
+	phaseServers    = "pod servers"
+	phaseUp         = "lab up"
+)
+
+// timings are the phases recorded since start.
+type timings struct {
+	mu     sync.Mutex
+	start  time.Time
+	phases []record.Phase
+	// done is set when Up has returned: later syncs are the lab's changes,
+	// not its start.
+	done bool
+	// controllers is when the controller manager started: the EndpointSlices
+	// are its work from then on.
+	controllers time.Time
+	slicesSeen  bool
+}
+
+// add records the phase called name, begun at began and ended now.
+func (t *timings) add(name string, began time.Time) {
+	now := time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.done {
+		return
+	}
+	t.phases = append(t.phases, record.Phase{Name: name, StartMS: began.Sub(t.start).Milliseconds(), TookMS: now.Sub(began).Milliseconds()})
+}
+
+// finish ends the recording and returns the phases by start, then end.
+func (t *timings) finish() []record.Phase {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.done = true
+	out := append([]record.Phase(nil), t.phases...)
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].StartMS != out[j].StartMS {
+			return out[i].StartMS < out[j].StartMS
+		}
+		return out[i].StartMS+out[i].TookMS < out[j].StartMS+out[j].TookMS
+	})
+	return out
+}
+
+// phase records a phase of the lab's start that began at began and ends now.
+func (l *Lab) phase(name string, began time.Time) { l.timings.add(name, began) }
+
+// controllersStarted notes when the controller manager started.
+func (l *Lab) controllersStarted(at time.Time) {
+	l.timings.mu.Lock()
+	defer l.timings.mu.Unlock()
+	l.timings.controllers = at
+}
+
+// slicesAgree records, the first time the API server's EndpointSlices say what
+// the topology computes, how long after the controller manager's start that
+// was.
+func (l *Lab) slicesAgree() {
+	t := l.timings
+	t.mu.Lock()
+	began, first := t.controllers, !t.slicesSeen
+	t.slicesSeen = true
+	t.mu.Unlock()
+	if first && !began.IsZero() {
+		t.add(phaseSlices, began)
+	}
+}
+
+// Timings are the phases of the lab's start, by start; empty until Up returns.
+func (l *Lab) Timings() []record.Phase {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]record.Phase(nil), l.record.Timings...)
+}
+
+// recordTimings ends the recording of the start's phases and writes them into
+// the lab's record.
+func (l *Lab) recordTimings() error {
+	phases := l.timings.finish()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.record.Timings = phases
+	return record.Write(l.dir, l.record)
+}
