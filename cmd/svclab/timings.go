@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"text/tabwriter"
 
 	"github.com/svclab/svclab/lab/record"
 )
@@ -13,12 +12,10 @@ import (
 // build, and its duration; phases that ran side by side overlap.
 func printTimings(w io.Writer, phases []record.Phase) {
 	fmt.Fprintln(w, "\nTimings (from the start of the build; phases run side by side overlap):")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "START\tTOOK\tPHASE")
+	fmt.Fprintf(w, "%8s  %8s  %s\n", "START", "TOOK", "PHASE")
 	for _, p := range phases {
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", seconds(p.StartMS), seconds(p.TookMS), p.Name)
+		fmt.Fprintf(w, "%8s  %8s  %s\n", seconds(p.StartMS), seconds(p.TookMS), p.Name)
 	}
-	tw.Flush()
 }
 
 // seconds formats milliseconds as seconds with three decimals ("1.234s").
