@@ -127,6 +127,23 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The controller manager and CoreDNS need only the API server and the
+	// kubeconfig: started now, their starts overlap the lab's writes.
+	kcmConfig := kube.ControllerManagerConfig{Netns: m.NetNS, Kubeconfig: l.cp.kubeconfig, LogFile: l.logFile("kube-controller-manager")}
+	kcm, err := kube.StartControllerManager(bin, kcmConfig)
+	if err != nil {
+		return err
+	}
+	l.controllersStarted(kcm.Started)
+	_, err = l.addComponent(kcm, "kube-controller-manager on "+cp.Name, func() (*kube.Process, error) { return kube.StartControllerManager(bin, kcmConfig) })
+	if err != nil {
+		return err
+	}
+	if l.topo.DNS != nil {
+		if err := l.startDNSProcesses(); err != nil {
+			return err
+		}
+	}
 	ca, err := os.ReadFile(pki.CACert)
 	if err != nil {
 		return err
@@ -151,16 +168,6 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 			defer close(l.cp.proxiesDone)
 			l.cp.proxiesStarted <- l.startKubeProxies(startCtx)
 		}()
-	}
-	kcmConfig := kube.ControllerManagerConfig{Netns: m.NetNS, Kubeconfig: l.cp.kubeconfig, LogFile: l.logFile("kube-controller-manager")}
-	kcm, err := kube.StartControllerManager(bin, kcmConfig)
-	if err != nil {
-		return err
-	}
-	l.controllersStarted(kcm.Started)
-	_, err = l.addComponent(kcm, "kube-controller-manager on "+cp.Name, func() (*kube.Process, error) { return kube.StartControllerManager(bin, kcmConfig) })
-	if err != nil {
-		return err
 	}
 	l.cp.watchCtx, l.cp.stopWatch = context.WithCancel(context.Background())
 	l.cp.watch, err = l.cp.client.Watch(l.cp.watchCtx, func() {

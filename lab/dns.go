@@ -39,14 +39,29 @@ const (
 	dnsReadyWithin = 5 * time.Minute
 	// dnsStopGrace bounds a CoreDNS process's end when the lab goes down: its
 	// 5 s lameduck serves clients during a rolling update, and a lab going down
-	// has none.
-	dnsStopGrace = time.Second
+	// has none, so it is not waited for at all (SIGTERM, then SIGKILL at once):
+	// a second of it was most of a lab's `down`.
+	dnsStopGrace = 0
 )
 
 // dnsReplica is one CoreDNS pod's process and its probe.
 type dnsReplica struct {
 	pod  topology.Pod
 	comp *supervise.Component
+	// answered holds the outcome of the wait for its first answer, which
+	// starts with the process (whoever reads it puts it back).
+	answered chan error
+}
+
+// hasAnswered tells, without waiting, whether the replica has answered.
+func (r *dnsReplica) hasAnswered() bool {
+	select {
+	case err := <-r.answered:
+		r.answered <- err
+		return err == nil
+	default:
+		return false
+	}
 }
 
 // clusterDNS is a lab's running cluster DNS.
@@ -71,13 +86,23 @@ func coreDNSPods(t *topology.Topology) []topology.Pod {
 
 // dnsPodsStarting marks the CoreDNS pods not ready, as a kubelet reports a pod
 // whose readiness probe has not yet passed, before the topology reaches the API
-// server.
+// server; a replica that already answered (CoreDNS starts as soon as the API
+// server is ready, and is often answering by then) is written ready at once,
+// which spares the proxies a change to sync.
 func (l *Lab) dnsPodsStarting() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	next := l.topo.Clone()
 	for _, p := range coreDNSPods(next) {
-		if err := next.UpdatePod(p.Key(), func(p *topology.Pod) { p.Ready = false }); err != nil {
+		ready := false
+		if l.dns != nil {
+			for _, r := range l.dns.replicas {
+				if r.pod.Key() == p.Key() {
+					ready = r.hasAnswered()
+				}
+			}
+		}
+		if err := next.UpdatePod(p.Key(), func(p *topology.Pod) { p.Ready = ready }); err != nil {
 			return err
 		}
 	}
@@ -85,9 +110,10 @@ func (l *Lab) dnsPodsStarting() error {
 	return nil
 }
 
-// startDNS runs CoreDNS in every CoreDNS pod, waits until each answers, and
-// reports them ready.
-func (l *Lab) startDNS(ctx context.Context) error {
+// startDNSProcesses runs CoreDNS in every CoreDNS pod and starts waiting for
+// each one's first answer. CoreDNS needs only the API server: started as soon
+// as it is ready, its start overlaps the rest of the control plane's.
+func (l *Lab) startDNSProcesses() error {
 	pods := coreDNSPods(l.topo)
 	l.dns = &clusterDNS{}
 	dir := record.RunDir(l.dir, l.ID)
@@ -108,25 +134,51 @@ func (l *Lab) startDNS(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		l.dns.replicas = append(l.dns.replicas, &dnsReplica{pod: p, comp: c})
+		r := &dnsReplica{pod: p, comp: c, answered: make(chan error, 1)}
+		l.dns.replicas = append(l.dns.replicas, r)
+		// It ends with the process at the latest: Down stops it.
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), dnsReadyWithin)
+			defer cancel()
+			took, err := kube.WaitCoreDNS(ctx, proc, l.topo.DNS.Domain)
+			if err != nil {
+				r.answered <- fmt.Errorf("pod %s: %w", r.pod.Key(), err)
+				return
+			}
+			l.logf("lab %s: CoreDNS in %s on %s answers %s after its start", l.ID, r.pod.Key(), r.pod.Node, took.Round(time.Millisecond))
+			l.phase("CoreDNS in pod "+r.pod.Key()+" answers", proc.Started)
+			r.answered <- nil
+		}()
 	}
-	wctx, cancel := context.WithTimeout(ctx, dnsReadyWithin)
-	defer cancel()
-	err := forEach(wctx, l.parallel(), l.dns.replicas, func(ctx context.Context, r *dnsReplica) error {
-		took, err := kube.WaitCoreDNS(ctx, r.comp.Process(), l.topo.DNS.Domain)
-		if err != nil {
-			return fmt.Errorf("pod %s: %w", r.pod.Key(), err)
+	return nil
+}
+
+// startDNS waits until every CoreDNS replica answers, and reports ready those
+// the topology did not write ready already. The proxies sync after it, in Up.
+func (l *Lab) startDNS(ctx context.Context) error {
+	var late []*dnsReplica
+	for _, r := range l.dns.replicas {
+		if !r.hasAnswered() {
+			late = append(late, r)
 		}
-		l.logf("lab %s: CoreDNS in %s on %s answers %s after its start", l.ID, r.pod.Key(), r.pod.Node, took.Round(time.Millisecond))
-		l.phase("CoreDNS in pod "+r.pod.Key()+" answers", r.comp.Process().Started)
+		select {
+		case err := <-r.answered:
+			r.answered <- err
+			if err != nil {
+				return err
+			}
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if len(late) == 0 {
 		return nil
-	})
-	if err != nil {
-		return err
 	}
 	began := time.Now()
-	err = l.change(ctx, func(t *topology.Topology) error {
-		for _, r := range l.dns.replicas {
+	l.changeMu.Lock()
+	defer l.changeMu.Unlock()
+	err := l.mutate(ctx, func(t *topology.Topology) error {
+		for _, r := range late {
 			if err := t.UpdatePod(r.pod.Key(), func(p *topology.Pod) { p.Ready = true }); err != nil {
 				return err
 			}
