@@ -56,6 +56,24 @@ var ErrNotBuilt = errors.New("the Kubernetes components are not built yet (built
 // asking at once build once: the build holds a lock on the cache, and the binary
 // appears by rename.
 func Binary(ctx context.Context, o Options) (string, error) {
+	path, checked, err := BinaryChecked(ctx, o)
+	if err != nil {
+		return "", err
+	}
+	if err := <-checked; err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+// BinaryChecked is Binary for a caller with other work to do meanwhile (a
+// lab starts the API server): the version check of a given binary, which
+// takes from a fraction of a second to seconds on a loaded machine, runs in
+// the background, and its outcome arrives on the channel, which the caller
+// must read before it trusts the binary; a cached or built binary is checked
+// by nothing, and its channel holds nil.
+func BinaryChecked(ctx context.Context, o Options) (string, <-chan error, error) {
+	checked := make(chan error, 1)
 	path := o.Path
 	if path == "" {
 		path = os.Getenv(BinaryEnv)
@@ -67,13 +85,12 @@ func Binary(ctx context.Context, o Options) (string, error) {
 			abs, err = filepath.Abs(abs)
 		}
 		if err != nil {
-			return "", fmt.Errorf("kube binary %s: %w", path, err)
+			return "", nil, fmt.Errorf("kube binary %s: %w", path, err)
 		}
-		if err := checkBinary(ctx, abs); err != nil {
-			return "", err
-		}
-		return abs, nil
+		go func() { checked <- checkBinary(ctx, abs) }()
+		return abs, checked, nil
 	}
+	checked <- nil
 	cacheDir := o.CacheDir
 	if cacheDir == "" {
 		cacheDir = DefaultCacheDir
@@ -86,37 +103,37 @@ func Binary(ctx context.Context, o Options) (string, error) {
 		if cached := newestCached(cacheDir); cached != "" {
 			lg.printf("no source tree (%v); using the cached %s", srcErr, cached)
 			cachedir.Touch(cached)
-			return cached, nil
+			return cached, checked, nil
 		}
-		return "", fmt.Errorf("the Kubernetes components (%s) are not built yet and %w; or give a built svclab-kube with --kube-binary PATH or $%s", Version, srcErr, BinaryEnv)
+		return "", nil, fmt.Errorf("the Kubernetes components (%s) are not built yet and %w; or give a built svclab-kube with --kube-binary PATH or $%s", Version, srcErr, BinaryEnv)
 	}
 	key, err := sourceKey(src)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	bin := filepath.Join(cacheDir, cachedName(key))
 	if _, err := os.Stat(bin); err == nil {
 		cachedir.Touch(bin)
-		return bin, nil
+		return bin, checked, nil
 	}
 	if o.NoBuild {
-		return "", ErrNotBuilt
+		return "", nil, ErrNotBuilt
 	}
 	unlock, err := lockDir(ctx, cacheDir, lg)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	defer unlock()
 	// Another run may have built it while this one waited for the lock.
 	if _, err := os.Stat(bin); err == nil {
 		cachedir.Touch(bin)
-		return bin, nil
+		return bin, checked, nil
 	}
 	if err := build(ctx, src, bin, lg); err != nil {
-		return "", err
+		return "", nil, err
 	}
 	prune(cacheDir, bin, lg)
-	return bin, nil
+	return bin, checked, nil
 }
 
 // checkBinary runs path's version command, so a wrong --kube-binary fails before
