@@ -2,11 +2,14 @@ package specs
 
 import (
 	"slices"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/traffic"
 )
 
 // `svclab verify --kube-proxy-config F` holds the lab to what kube-proxy does
@@ -44,6 +47,25 @@ var _ = Describe("svclab verify --kube-proxy-config", Label("verify", "kube-prox
 			// svclab's IPVS proxier takes the ClusterCIDR detector only, and
 			// kube-proxy's IPVS mode under these has not run in the VM yet.
 			continue
+		}
+		if m.model() == proxy.ModelIPTables {
+			// verify makes no connection to 127.0.0.1, so this one is made here:
+			// with localhostNodePorts false nothing translates a node's own
+			// connection to 127.0.0.1:NodePort, and nothing listens there (the
+			// shipped NodePort spec holds the default, where it is answered).
+			It("refuses a node's connection to 127.0.0.1:NodePort with iptables.localhostNodePorts false, "+m.label, func() {
+				o := m.options()
+				off := false
+				o.Proxy.KubeProxy.IPTables.LocalhostNodePorts = &off
+				if m.kubeProxy {
+					f, err := kube.NewProxyFragment("the spec", map[string]any{"iptables": map[string]any{"localhostNodePorts": false}})
+					Expect(err).NotTo(HaveOccurred())
+					o.KubeProxy.Fragment = f
+				}
+				l := upLab(parse("web.yaml", string(shippedText("web.yaml"))), o)
+				Expect(outcome(l, "node-1", "TCP", "127.0.0.1:30080", time.Second)).To(Equal(traffic.Refused))
+				backendsSeen(l, "node-1", "TCP", "192.168.1.10:30080", "web-a", "web-b")
+			})
 		}
 		for _, c := range configs {
 			for _, name := range c.labs {
