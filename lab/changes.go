@@ -40,7 +40,7 @@ func (l *Lab) mutate(ctx context.Context, mutate func(t *topology.Topology) erro
 	if err != nil || l.cp == nil {
 		return err
 	}
-	return l.publishPods(ctx, before, next)
+	return l.kubelet.publishPods(ctx, before, next)
 }
 
 // changeServices checks a change of the Services against the topology, then,
@@ -61,7 +61,10 @@ func (l *Lab) changeServices(ctx context.Context, mutate func(t *topology.Topolo
 	if err := inAPI(); err != nil {
 		return err
 	}
-	return l.takeServices(ctx, func() ([]corev1.Service, error) { return l.listServices(ctx) })
+	if err := l.cp.takeServices(ctx, func() ([]corev1.Service, error) { return l.cp.listServices(ctx) }); err != nil {
+		return err
+	}
+	return l.Sync(ctx)
 }
 
 // UpdatePod changes a pod's labels, readiness or termination, as the kubelet and
@@ -73,7 +76,7 @@ func (l *Lab) UpdatePod(ctx context.Context, key string, change func(p *topology
 // ApplyService adds or replaces a Service, as `kubectl apply` would.
 func (l *Lab) ApplyService(ctx context.Context, svc corev1.Service) error {
 	return l.changeServices(ctx, func(t *topology.Topology) error { return t.ApplyService(svc) },
-		func() error { return l.applyService(ctx, svc) })
+		func() error { return l.cp.applyService(ctx, svc) })
 }
 
 // RemoveService deletes a Service.
@@ -108,10 +111,10 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 		err = l.startServers(ctx, []topology.Pod{pod})
 	}
 	if err == nil && l.cp != nil {
-		err = l.writePods(ctx, []topology.Pod{pod})
+		err = l.kubelet.writePods(ctx, next, []topology.Pod{pod})
 	}
 	if err == nil {
-		err = l.writePodFiles([]topology.Pod{pod})
+		err = l.kubelet.writePodFiles([]topology.Pod{pod})
 	}
 	if err != nil {
 		return topology.Pod{}, errors.Join(err, l.removePodNetwork(pod, false))
@@ -166,7 +169,7 @@ func (l *Lab) removePodNetwork(pod topology.Pod, graceful bool) error {
 	if srv != nil && !graceful {
 		srv.Close()
 	}
-	errs = append(errs, namespaces.Delete(m.NetNS), l.removePodFiles(pod.Name))
+	errs = append(errs, namespaces.Delete(m.NetNS), l.kubelet.removePodFiles(pod.Name))
 	l.mu.Lock()
 	delete(l.members, pod.Name)
 	l.record.Members = l.memberRecords()

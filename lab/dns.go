@@ -97,14 +97,14 @@ func (l *Lab) startDNS(ctx context.Context) error {
 			Name: "coredns " + p.Key(), Netns: m.NetNS,
 			CorefileConfig: kube.CorefileConfig{Domain: l.topo.DNS.Domain, Kubeconfig: l.cp.kubeconfig},
 			Corefile:       filepath.Join(dir, "Corefile-"+p.Name),
-			LogFile:        l.logFile(p.Name),
+			LogFile:        l.components.logFile(p.Name),
 		}
 		proc, err := kube.StartCoreDNS(l.cp.binary, cfg)
 		if err != nil {
 			return err
 		}
 		// A Deployment's pod (restartPolicy Always): its kubelet restarts it.
-		c, err := l.addComponent(proc, "CoreDNS in pod "+p.Key(), func() (*kube.Process, error) { return kube.StartCoreDNS(l.cp.binary, cfg) })
+		c, err := l.components.add(proc, "CoreDNS in pod "+p.Key(), func() (*kube.Process, error) { return kube.StartCoreDNS(l.cp.binary, cfg) })
 		if err != nil {
 			return err
 		}

@@ -73,25 +73,27 @@ type Lab struct {
 	config proxy.Config
 	dir    string
 	record *record.Lab
-	// cp is the control plane, nil without one; components are the processes
-	// the lab started, in order.
+	// The lab's parts, which reach the lab as their host: cp is the control
+	// plane, nil without one; components are the processes the lab started;
+	// kubelet plays the kubelet's role for the pods; proxies program the nodes.
 	cp         *controlPlane
-	components []*supervise.Component
+	components *components
+	kubelet    *kubelet
+	proxies    *proxies
 	// supervisor watches the components, and restarts those a kubelet would.
 	supervisor *supervise.Supervisor
 	// dns is the running cluster DNS, nil without one.
 	dns *clusterDNS
 
 	// changeMu serialises topology changes and the syncs that follow them; mu
-	// guards the fields below for short reads and writes.
+	// guards the fields below for short reads and writes, and is taken inside
+	// changeMu, never around it. The parts' own locks are taken inside mu.
+	// See docs/design.md, "Locks".
 	changeMu sync.Mutex
 	mu       sync.Mutex
 	topo     *topology.Topology
 	members  map[string]*member.Member
-	proxiers map[string]proxy.Proxier
-	health   map[string]*proxy.HealthServer
 	servers  map[string]*traffic.Server
-	ports    []proxy.ServicePort
 	down     bool
 	lbs      loadBalancing
 }
@@ -139,8 +141,23 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		return l, err
 	}
 	l.logf("lab %s: %d nodes, %d pods, %d clients up in %s", l.ID, len(t.Nodes), len(t.Pods), len(t.Clients), time.Since(start).Round(time.Millisecond))
-	if l.topo.ControlPlane != nil {
-		if err := l.startControlPlane(ctx); err != nil {
+	if l.cp != nil {
+		if err := l.cp.startAPIServer(ctx); err != nil {
+			return l, err
+		}
+		// kube-proxy needs its Node (its address) and nothing else to start;
+		// its first sync takes seconds, which the rest of the lab's objects
+		// need not wait for.
+		if l.opts.KubeProxy != nil {
+			l.proxies.startKubeProxies(ctx)
+		}
+		if err := l.cp.startControllers(); err != nil {
+			return l, err
+		}
+		if err := l.dnsPodsStarting(); err != nil {
+			return l, err
+		}
+		if err := l.cp.applyTopology(ctx, l.kubelet.writePods); err != nil {
 			return l, err
 		}
 		if l.topo.DNS != nil {
@@ -150,7 +167,10 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		}
 	}
 	if l.mode.Name != "" {
-		if err := l.startProxiers(ctx); err != nil {
+		if err := l.proxies.start(); err != nil {
+			return l, err
+		}
+		if err := l.Sync(ctx); err != nil {
 			return l, err
 		}
 	}
@@ -162,18 +182,16 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 			return l, err
 		}
 	}
-	if err := l.writePodFiles(l.topo.Pods); err != nil {
+	if err := l.kubelet.writePodFiles(l.topo.Pods); err != nil {
 		return l, err
 	}
-	if err := l.recordServices(); err != nil {
+	// The Services the lab came up with, for `svclab inspect`.
+	ports := l.proxies.servicePorts()
+	if err := l.updateRecord(func(r *record.Lab) { r.Services = ServiceRecords(ports) }); err != nil {
 		return l, err
 	}
 	if l.cp != nil && l.mode.Name != "" {
-		l.cp.following = make(chan struct{})
-		go func() {
-			defer close(l.cp.following)
-			l.follow(l.cp.watchCtx)
-		}()
+		l.cp.follow(&l.changeMu, l.Sync)
 	}
 	l.startDNSProbes()
 	// Up reports a lab whole or not at all: a namespace that vanished while
@@ -206,10 +224,8 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	}
 	l := &Lab{
 		opts: o, topo: t, dir: o.RecordDir, mode: m,
-		members:  map[string]*member.Member{},
-		proxiers: map[string]proxy.Proxier{},
-		health:   map[string]*proxy.HealthServer{},
-		servers:  map[string]*traffic.Server{},
+		members: map[string]*member.Member{},
+		servers: map[string]*traffic.Server{},
 	}
 	if l.dir == "" {
 		l.dir = record.DefaultDir
@@ -240,6 +256,14 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	l.record = &record.Lab{ID: l.ID, Name: t.Name, RunID: l.RunID, Source: t.Source, Mode: o.Mode, Created: time.Now(), Owner: record.Self(),
 		Backend: o.Proxy.Backend, KubeProxy: o.KubeProxy != nil}
 	l.record.Members = l.memberRecords()
+	runDir := record.RunDir(l.dir, l.ID)
+	l.components = &components{host: l, runDir: runDir, supervisor: l.supervisor}
+	if t.ControlPlane != nil {
+		l.cp = &controlPlane{host: l, comps: l.components, id: l.ID, name: t.Name, runDir: runDir, kubeBinary: o.KubeBinary, log: o.Log}
+	}
+	l.kubelet = &kubelet{host: l, dir: l.dir, id: l.ID, cp: l.cp}
+	l.proxies = &proxies{host: l, id: l.ID, mode: m, config: c, runDir: runDir, parallel: l.parallel(), kubeProxy: o.KubeProxy,
+		cp: l.cp, comps: l.components, proxiers: map[string]proxy.Proxier{}, health: map[string]*proxy.HealthServer{}}
 	return l, nil
 }
 
@@ -285,7 +309,10 @@ func (l *Lab) Down() error {
 	// supervisor does is over when Close returns, which must not wait on mu.
 	l.supervisor.Close()
 	dnsErr := l.stopDNS()
-	l.stopFollowing()
+	l.proxies.stopStarting()
+	if l.cp != nil {
+		l.cp.stopFollowing()
+	}
 	// The balancers next, outside mu: they take it to look the lab up.
 	lbErr := l.stopLoadBalancers()
 	l.mu.Lock()
@@ -297,14 +324,7 @@ func (l *Lab) Down() error {
 	for _, s := range l.servers {
 		s.Close()
 	}
-	for _, h := range l.health {
-		h.Close()
-	}
-	errs := []error{lbErr, dnsErr}
-	for _, p := range l.proxiers {
-		errs = append(errs, p.Close())
-	}
-	errs = append(errs, l.stopComponents())
+	errs := []error{lbErr, dnsErr, l.proxies.close(), l.components.stop()}
 	names := make([]string, 0, len(l.members))
 	for _, m := range l.members {
 		names = append(names, m.NetNS)
@@ -360,11 +380,7 @@ func (l *Lab) ProxyConfig() proxy.Config { return l.config }
 func (l *Lab) Mode() string { return l.mode.Name }
 
 // ServicePorts returns the state last programmed into the nodes.
-func (l *Lab) ServicePorts() []proxy.ServicePort {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]proxy.ServicePort(nil), l.ports...)
-}
+func (l *Lab) ServicePorts() []proxy.ServicePort { return l.proxies.servicePorts() }
 
 func deleteNamespaces(names []string, parallel int) error {
 	return forEach(context.Background(), parallel, names, func(_ context.Context, name string) error {
