@@ -80,7 +80,10 @@ func (l *Lab) Client() *cluster.Client {
 // plane's namespace and connects to the API server from there.
 func (l *Lab) startControlPlane(ctx context.Context) error {
 	cp := l.topo.ControlPlane
-	m := l.members[cp.Name]
+	m, err := l.Member(cp.Name)
+	if err != nil {
+		return err
+	}
 	dir := record.RunDir(l.dir, l.ID)
 	bin, err := kube.Binary(ctx, kube.Options{Path: l.opts.KubeBinary, Log: l.opts.Log})
 	if err != nil {
@@ -115,11 +118,7 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err := kube.WriteKubeconfig(l.cp.kubeconfig, l.topo.Name, l.cp.api.URL(), pki); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	l.record.Kubeconfig, l.record.KubeBinary = l.cp.kubeconfig, bin
-	err = record.Write(l.dir, l.record)
-	l.mu.Unlock()
-	if err != nil {
+	if err := l.ledger.update(func(r *record.Lab) { r.Kubeconfig, r.KubeBinary = l.cp.kubeconfig, bin }); err != nil {
 		return err
 	}
 	ca, err := os.ReadFile(pki.CACert)
@@ -164,9 +163,6 @@ func (l *Lab) startControlPlane(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := l.dnsPodsStarting(); err != nil {
-		return err
-	}
 	if err := l.applyTopology(ctx); err != nil {
 		return err
 	}
@@ -187,8 +183,9 @@ func (l *Lab) addComponent(p *kube.Process, name string, restart supervise.Resta
 	defer l.mu.Unlock()
 	c := l.supervisor.Watch(name, p, restart)
 	l.components = append(l.components, c)
-	l.record.Components = append(l.record.Components, record.Component{Name: p.Name, Process: record.ProcessOf(p.Pid())})
-	return c, record.Write(l.dir, l.record)
+	return c, l.ledger.update(func(r *record.Lab) {
+		r.Components = append(r.Components, record.Component{Name: p.Name, Process: record.ProcessOf(p.Pid())})
+	})
 }
 
 // stopFollowing stops the watch and waits until nothing syncs on its behalf, so

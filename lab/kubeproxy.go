@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svclab/svclab/lab/internal/fanout"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
@@ -47,7 +48,7 @@ type kubeProxy struct {
 // startKubeProxies starts kube-proxy in every node and waits for each one's
 // first sync.
 func (l *Lab) startKubeProxies(ctx context.Context) error {
-	return forEach(ctx, l.parallel(), l.topo.Nodes, func(ctx context.Context, n topology.Node) error {
+	return fanout.Each(ctx, l.parallel, l.topo.Nodes, func(ctx context.Context, n topology.Node) error {
 		kp, err := l.startKubeProxy(ctx, n)
 		if err != nil {
 			return fmt.Errorf("node %s: %w", n.Name, err)
@@ -69,7 +70,7 @@ func (l *Lab) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, 
 	if err != nil {
 		return nil, err
 	}
-	ns, err := namespaces.Open(l.members[n.Name].NetNS)
+	ns, err := namespaces.Open(l.ledger.netns(n.Name))
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func (l *Lab) StartKubeProxy(ctx context.Context, r KubeProxyRun) (*kube.Process
 // first sync; with restart, the lab restarts it after a death.
 func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, backend string, o KubeProxyOptions, restart bool) (*supervise.Component, error) {
 	l.mu.Lock()
-	netns := l.members[n.Name].NetNS
+	netns := l.ledger.netns(n.Name)
 	l.mu.Unlock()
 	dir := record.RunDir(l.dir, l.ID)
 	cfgFile := filepath.Join(dir, "kube-proxy-"+n.Name+".yaml")

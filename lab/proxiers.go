@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/svclab/svclab/lab/internal/fanout"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
@@ -40,7 +41,7 @@ func (l *Lab) target(n topology.Node) proxy.Target {
 	return proxy.Target{
 		Node:   proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR},
 		Config: l.config,
-		NetNS:  namespaces.Path(l.members[n.Name].NetNS),
+		NetNS:  namespaces.Path(l.ledger.netns(n.Name)),
 		RunDir: record.RunDir(l.dir, l.ID),
 	}
 }
@@ -74,7 +75,7 @@ func (l *Lab) Sync(ctx context.Context) error {
 	for name := range l.proxiers {
 		names = append(names, name)
 	}
-	err = forEach(ctx, l.parallel(), names, func(ctx context.Context, node string) error {
+	err = fanout.Each(ctx, l.parallel, names, func(ctx context.Context, node string) error {
 		if err := l.proxiers[node].Sync(ctx, state); err != nil {
 			return fmt.Errorf("node %s: %w", node, err)
 		}
@@ -89,7 +90,7 @@ func (l *Lab) Sync(ctx context.Context) error {
 	l.mu.Lock()
 	l.ports = state.Ports
 	l.mu.Unlock()
-	return l.syncLoadBalancers(ctx)
+	return l.lbs.sync(ctx, l.Topology())
 }
 
 // state is what the proxies program now.

@@ -41,14 +41,12 @@ func endpointString(e proxy.Endpoint) string {
 // `svclab inspect`.
 func (l *Lab) recordServices() error {
 	l.mu.Lock()
-	l.record.Services = ServiceRecords(l.ports)
+	svcs := ServiceRecords(l.ports)
 	l.mu.Unlock()
-	return record.Write(l.dir, l.record)
+	return l.ledger.update(func(r *record.Lab) { r.Services = svcs })
 }
 
 // Record is what the lab has written about itself.
 func (l *Lab) Record() record.Lab {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return *l.record
+	return l.ledger.record()
 }
