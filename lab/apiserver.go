@@ -236,7 +236,7 @@ func (c *controlPlane) follow(changeMu *sync.Mutex, syncProxies func(context.Con
 			case <-time.After(50 * time.Millisecond):
 			}
 			if err := resync(); err != nil && ctx.Err() == nil {
-				c.host.logf("lab %s: following the API server: %v", c.id, err)
+				c.logf("lab %s: following the API server: %v", c.id, err)
 			}
 		}
 	}()

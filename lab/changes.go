@@ -8,10 +8,7 @@ import (
 
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/member"
-	"github.com/svclab/svclab/lab/namespaces"
-	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
-	"github.com/svclab/svclab/lab/traffic"
 )
 
 // change applies a mutation of the topology and re-programs the nodes. The
@@ -92,23 +89,17 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 	defer l.changeMu.Unlock()
 	l.mu.Lock()
 	next := l.topo.Clone()
+	l.mu.Unlock()
 	pod, err := next.AddPod(spec)
 	if err != nil {
-		l.mu.Unlock()
 		return topology.Pod{}, err
 	}
-	m := l.addMember(pod.Name, member.KindPod, pod.IP, pod.Node)
-	l.record.Members = l.memberRecords()
-	err = record.Write(l.dir, l.record)
-	l.mu.Unlock()
+	_, err = l.ledger.add(pod.Name, member.KindPod, pod.IP, pod.Node)
 	if err == nil {
-		err = namespaces.Create(m.NetNS)
-	}
-	if err == nil {
-		err = l.buildPods(ctx, []topology.Pod{pod})
+		err = l.net.AddPod(ctx, next, pod)
 	}
 	if err == nil && !l.opts.NoServers {
-		err = l.startServers(ctx, []topology.Pod{pod})
+		err = l.pods.serve(ctx, []topology.Pod{pod})
 	}
 	if err == nil && l.cp != nil {
 		err = l.kubelet.writePods(ctx, next, []topology.Pod{pod})
@@ -117,7 +108,7 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 		err = l.kubelet.writePodFiles([]topology.Pod{pod})
 	}
 	if err != nil {
-		return topology.Pod{}, errors.Join(err, l.removePodNetwork(pod, false))
+		return topology.Pod{}, errors.Join(err, l.pods.remove(pod, false), l.kubelet.removePodFiles(pod.Name))
 	}
 	l.mu.Lock()
 	l.topo = next
@@ -141,59 +132,5 @@ func (l *Lab) DeletePod(ctx context.Context, key string, graceful bool) error {
 	if err != nil {
 		return err
 	}
-	return errors.Join(l.Sync(ctx), l.removePodNetwork(pod, graceful))
-}
-
-func (l *Lab) removePodNetwork(pod topology.Pod, graceful bool) error {
-	l.mu.Lock()
-	m := l.members[pod.Name]
-	srv := l.servers[pod.Name]
-	delete(l.servers, pod.Name)
-	node := l.members[pod.Node]
-	l.mu.Unlock()
-	if m == nil {
-		return nil
-	}
-	if graceful && srv != nil {
-		srv.Close()
-	}
-	var errs []error
-	// Deleting the node end removes both ends at once: the pod is off the network
-	// even while this process still holds its sockets.
-	if h, err := openHandle(node.NetNS); err == nil {
-		if link, err := h.Netlink.LinkByName(podVeth(pod.Key(), l.RunID)); err == nil {
-			errs = append(errs, h.Netlink.LinkDel(link))
-		}
-		h.Close()
-	}
-	if srv != nil && !graceful {
-		srv.Close()
-	}
-	errs = append(errs, namespaces.Delete(m.NetNS), l.kubelet.removePodFiles(pod.Name))
-	l.mu.Lock()
-	delete(l.members, pod.Name)
-	l.record.Members = l.memberRecords()
-	errs = append(errs, record.Write(l.dir, l.record))
-	l.mu.Unlock()
-	return errors.Join(errs...)
-}
-
-// startServers serves every declared port of each pod.
-func (l *Lab) startServers(ctx context.Context, pods []topology.Pod) error {
-	return forEach(ctx, l.parallel(), pods, func(_ context.Context, p topology.Pod) error {
-		if len(p.Ports) == 0 || p.Component != "" {
-			return nil // a component's pod runs the component (CoreDNS)
-		}
-		l.mu.Lock()
-		m := l.members[p.Name]
-		l.mu.Unlock()
-		s, err := traffic.Serve(m.NetNS, traffic.Identity{Pod: p.Name, Namespace: p.Namespace, Node: p.Node, IP: p.IP}, p.Ports)
-		if err != nil {
-			return err
-		}
-		l.mu.Lock()
-		l.servers[p.Name] = s
-		l.mu.Unlock()
-		return nil
-	})
+	return errors.Join(l.Sync(ctx), l.pods.remove(pod, graceful), l.kubelet.removePodFiles(pod.Name))
 }

@@ -16,11 +16,12 @@ import (
 // controller manager, kube-proxies, CoreDNS), in order, each recorded and
 // watched by the lab's supervisor.
 type components struct {
-	host       host
+	rec        recorder
 	runDir     string
 	supervisor *supervise.Supervisor
 
-	// mu guards list; it is taken inside the lab's mu (add holds both).
+	// mu guards list; it is taken inside the lab's mu (Down), and the
+	// ledger's inside it (add).
 	mu   sync.Mutex
 	list []*supervise.Component
 }
@@ -34,17 +35,13 @@ func (c *components) logFile(name string) string {
 // it outlive the lab's owner, and supervises it under name ("kube-proxy on
 // node-1"), restarting it with restart after a death when restart is not nil.
 func (c *components) add(p *kube.Process, name string, restart supervise.Restart) (*supervise.Component, error) {
-	var comp *supervise.Component
-	// Watched under the lab's lock with the record written: a restart,
-	// which looks the process up in the record, finds it there.
-	err := c.host.updateRecord(func(r *record.Lab) {
-		comp = c.supervisor.Watch(name, p, restart)
-		c.mu.Lock()
-		c.list = append(c.list, comp)
-		c.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	comp := c.supervisor.Watch(name, p, restart)
+	c.list = append(c.list, comp)
+	return comp, c.rec.update(func(r *record.Lab) {
 		r.Components = append(r.Components, record.Component{Name: p.Name, Process: record.ProcessOf(p.Pid())})
 	})
-	return comp, err
 }
 
 // stop stops every component process.

@@ -27,6 +27,8 @@ import (
 // while the lab comes up, before anything runs beside it, and read after.
 type controlPlane struct {
 	host  host
+	rec   recorder
+	logf  func(format string, args ...any)
 	comps *components
 	// id names the lab in messages; name is the topology's, the cluster's in
 	// the kubeconfig.
@@ -120,12 +122,12 @@ func (c *controlPlane) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.host.logf("lab %s: kube-apiserver ready at %s in %s", c.id, c.api.URL(), ready.Round(time.Millisecond))
+	c.logf("lab %s: kube-apiserver ready at %s in %s", c.id, c.api.URL(), ready.Round(time.Millisecond))
 	c.kubeconfig = filepath.Join(c.runDir, "kubeconfig")
 	if err := kube.WriteKubeconfig(c.kubeconfig, c.name, c.api.URL(), pki); err != nil {
 		return err
 	}
-	err = c.host.updateRecord(func(r *record.Lab) { r.Kubeconfig, r.KubeBinary = c.kubeconfig, bin })
+	err = c.rec.update(func(r *record.Lab) { r.Kubeconfig, r.KubeBinary = c.kubeconfig, bin })
 	if err != nil {
 		return err
 	}
@@ -255,7 +257,7 @@ func (c *controlPlane) applyTopology(ctx context.Context, writePods func(context
 	if err := c.publishIngress(ctx, svcs); err != nil {
 		return err
 	}
-	c.host.logf("lab %s: control plane up, topology applied, in %s", c.id, time.Since(c.started).Round(time.Millisecond))
+	c.logf("lab %s: control plane up, topology applied, in %s", c.id, time.Since(c.started).Round(time.Millisecond))
 	return nil
 }
 

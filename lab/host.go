@@ -7,9 +7,10 @@ import (
 )
 
 // host is what a part of a lab (its control plane, its kubelet's role, its
-// proxies) needs of the lab that hosts it. The parts hold this, not the Lab, so
-// that what they read and change of the lab's state is said here and done
-// under the lab's lock (mu), which the lab alone takes.
+// proxies) needs of the lab's topology and members. The parts hold this, not
+// the Lab, so that what they read and change of the lab's state is said here
+// and done under the lab's lock (mu), which the lab alone takes. The record is
+// the ledger's (recorder), and the log a function.
 type host interface {
 	// snapshot is the lab's topology now. The lab replaces its topology
 	// whole and never changes one in place, so a snapshot may be read without
@@ -20,10 +21,12 @@ type host interface {
 	updateTopology(fn func(t *topology.Topology) error) error
 	// Member returns a copy of the member called name.
 	Member(name string) (*member.Member, error)
-	// updateRecord changes the lab's record with fn and writes it.
-	updateRecord(fn func(r *record.Lab)) error
-	// logf writes one line of progress to the lab's log.
-	logf(format string, args ...any)
+}
+
+// recorder keeps the lab's record (the ledger).
+type recorder interface {
+	// update changes the record with change and writes it.
+	update(change func(r *record.Lab)) error
 }
 
 func (l *Lab) snapshot() *topology.Topology {
@@ -41,11 +44,4 @@ func (l *Lab) updateTopology(fn func(t *topology.Topology) error) error {
 	}
 	l.topo = next
 	return nil
-}
-
-func (l *Lab) updateRecord(fn func(r *record.Lab)) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fn(l.record)
-	return record.Write(l.dir, l.record)
 }

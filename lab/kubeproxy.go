@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svclab/svclab/lab/internal/fanout"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
@@ -51,7 +52,7 @@ func (p *proxies) startKubeProxies(ctx context.Context) {
 	p.started, p.starting = make(chan error, 1), make(chan struct{})
 	go func() {
 		defer close(p.starting)
-		p.started <- forEach(ctx, p.parallel, p.host.snapshot().Nodes, func(ctx context.Context, n topology.Node) error {
+		p.started <- fanout.Each(ctx, p.parallel, p.host.snapshot().Nodes, func(ctx context.Context, n topology.Node) error {
 			kp, err := p.startKubeProxy(ctx, n)
 			if err != nil {
 				return fmt.Errorf("node %s: %w", n.Name, err)
@@ -188,7 +189,7 @@ func (p *proxies) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mod
 		// programming the node under whatever runs there next.
 		return nil, errors.Join(err, proc.Stop(context.Background()))
 	}
-	p.host.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", p.id, m.Name, n.Name, took.Round(time.Millisecond))
+	p.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", p.id, m.Name, n.Name, took.Round(time.Millisecond))
 	return c, nil
 }
 

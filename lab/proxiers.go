@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/svclab/svclab/lab/internal/fanout"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
@@ -15,6 +16,7 @@ import (
 // health check server on every node, or the real kube-proxy (kubeproxy.go).
 type proxies struct {
 	host   host
+	logf   func(format string, args ...any)
 	id     string
 	mode   proxy.Mode
 	config proxy.Config
@@ -111,7 +113,7 @@ func (l *Lab) Sync(ctx context.Context) error {
 	if err := l.proxies.sync(ctx); err != nil {
 		return err
 	}
-	return l.syncLoadBalancers(ctx)
+	return l.lbs.sync(ctx, l.Topology())
 }
 
 // sync programs every node with the state the proxies program now.
@@ -126,7 +128,7 @@ func (p *proxies) sync(ctx context.Context) error {
 		names = append(names, name)
 	}
 	p.mu.Unlock()
-	err = forEach(ctx, p.parallel, names, func(ctx context.Context, node string) error {
+	err = fanout.Each(ctx, p.parallel, names, func(ctx context.Context, node string) error {
 		p.mu.Lock()
 		px, h := p.proxiers[node], p.health[node]
 		p.mu.Unlock()

@@ -38,8 +38,4 @@ func endpointString(e proxy.Endpoint) string {
 }
 
 // Record is what the lab has written about itself.
-func (l *Lab) Record() record.Lab {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return *l.record
-}
+func (l *Lab) Record() record.Lab { return l.ledger.record() }
