@@ -20,23 +20,24 @@ import (
 
 const twoNodes = `
 name: net
-clusterCIDR: 10.244.0.0/16
-serviceCIDR: 10.96.0.0/12
+clusterCIDR: 10.7.0.0/16
+serviceCIDR: 10.70.0.0/16
+nodeCIDR: 192.168.7.0/24
 nodes:
-  - {name: node-1, ip: 192.168.1.10, podCIDR: 10.244.1.0/24}
-  - {name: node-2, ip: 192.168.1.11, podCIDR: 10.244.2.0/24}
+  - {name: node-1, ip: 192.168.7.10, podCIDR: 10.7.1.0/24}
+  - {name: node-2, ip: 192.168.7.11, podCIDR: 10.7.2.0/24}
 pods:
   - name: a
     node: node-1
-    ip: 10.244.1.10
+    ip: 10.7.1.10
   - name: b
     node: node-2
-    ip: 10.244.2.10
+    ip: 10.7.2.10
     ports:
       - {name: http, containerPort: 8080, protocol: TCP}
 clients:
   - name: outside
-    ip: 192.168.1.100
+    ip: 192.168.7.100
 `
 
 // members are a test's members, named the way `svclab clean` finds them.
