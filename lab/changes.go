@@ -11,21 +11,14 @@ import (
 	"github.com/svclab/svclab/lab/topology"
 )
 
-// change applies a mutation of the topology and re-programs the nodes. The
-// topology is left as it was when the mutation fails.
-func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) error) error {
+// change applies a mutation of the topology (the topology is left as it was
+// when the mutation fails), with a control plane writes the pods that changed
+// into the API server, and re-programs the nodes. Then, under changeMu, it
+// runs after when there is one (whatever the sync's outcome), joining its
+// error to the sync's.
+func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) error, after func() error) error {
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
-	if err := l.mutate(ctx, mutate); err != nil {
-		return err
-	}
-	return l.Sync(ctx)
-}
-
-// mutate applies a mutation to the topology, leaving it as it was when the
-// mutation fails, and with a control plane writes the pods that changed into the
-// API server. The caller holds changeMu.
-func (l *Lab) mutate(ctx context.Context, mutate func(t *topology.Topology) error) error {
 	l.mu.Lock()
 	before := l.topo
 	next := l.topo.Clone()
@@ -34,10 +27,19 @@ func (l *Lab) mutate(ctx context.Context, mutate func(t *topology.Topology) erro
 		l.topo = next
 	}
 	l.mu.Unlock()
-	if err != nil || l.cp == nil {
+	if err != nil {
 		return err
 	}
-	return l.kubelet.publishPods(ctx, before, next)
+	if l.cp != nil {
+		if err := l.kubelet.publishPods(ctx, before, next); err != nil {
+			return err
+		}
+	}
+	err = l.Sync(ctx)
+	if after != nil {
+		err = errors.Join(err, after())
+	}
+	return err
 }
 
 // changeServices checks a change of the Services against the topology, then,
@@ -45,7 +47,7 @@ func (l *Lab) mutate(ctx context.Context, mutate func(t *topology.Topology) erro
 // the Services as the server holds them; then it re-programs the nodes.
 func (l *Lab) changeServices(ctx context.Context, mutate func(t *topology.Topology) error, inAPI func() error) error {
 	if l.cp == nil {
-		return l.change(ctx, mutate)
+		return l.change(ctx, mutate, nil)
 	}
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
@@ -67,7 +69,7 @@ func (l *Lab) changeServices(ctx context.Context, mutate func(t *topology.Topolo
 // UpdatePod changes a pod's labels, readiness or termination, as the kubelet and
 // the API server would, then re-programs the nodes.
 func (l *Lab) UpdatePod(ctx context.Context, key string, change func(p *topology.Pod)) error {
-	return l.change(ctx, func(t *topology.Topology) error { return t.UpdatePod(key, change) })
+	return l.change(ctx, func(t *topology.Topology) error { return t.UpdatePod(key, change) }, nil)
 }
 
 // ApplyService adds or replaces a Service, as `kubectl apply` would.
@@ -122,15 +124,11 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 // network is cut while its connections are open, as when a node kills it outright,
 // and peers of those connections hear nothing more.
 func (l *Lab) DeletePod(ctx context.Context, key string, graceful bool) error {
-	l.changeMu.Lock()
-	defer l.changeMu.Unlock()
 	var pod topology.Pod
-	err := l.mutate(ctx, func(t *topology.Topology) (err error) {
+	return l.change(ctx, func(t *topology.Topology) (err error) {
 		pod, err = t.RemovePod(key)
 		return err
+	}, func() error {
+		return errors.Join(l.pods.remove(pod, graceful), l.kubelet.removePodFiles(pod.Name))
 	})
-	if err != nil {
-		return err
-	}
-	return errors.Join(l.Sync(ctx), l.pods.remove(pod, graceful), l.kubelet.removePodFiles(pod.Name))
 }

@@ -188,7 +188,7 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 			if err := l.dns.start(ctx, l.Topology()); err != nil {
 				return l, err
 			}
-			if err := l.change(ctx, l.dns.ready); err != nil {
+			if err := l.change(ctx, l.dns.ready, nil); err != nil {
 				return l, err
 			}
 		}
