@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,79 +38,17 @@ var apiOwned = map[string]bool{"default/kubernetes": true}
 // change calls for; it takes milliseconds.
 const consistentWithin = 60 * time.Second
 
-// publishPods writes the pod changes from before to after into the API server.
-func (l *Lab) publishPods(ctx context.Context, before, after *topology.Topology) error {
-	c := l.cp.client
-	old := map[string]topology.Pod{}
-	for _, p := range before.Pods {
-		old[p.Key()] = p
-	}
-	var added []topology.Pod
-	for _, p := range after.Pods {
-		prev, ok := old[p.Key()]
-		delete(old, p.Key())
-		switch {
-		case !ok:
-			added = append(added, p)
-		case reflect.DeepEqual(prev, p):
-		default:
-			if err := l.updatePod(ctx, prev, p); err != nil {
-				return err
-			}
-		}
-	}
-	for _, key := range slices.Sorted(maps.Keys(old)) {
-		p := old[key]
-		if err := c.Delete(ctx, cluster.Pods, p.Namespace, p.Name, new(int64)); err != nil {
-			return err
-		}
-	}
-	return l.writePods(ctx, added)
-}
-
-// updatePod writes a pod's new labels, readiness or termination.
-func (l *Lab) updatePod(ctx context.Context, prev, p topology.Pod) error {
-	c := l.cp.client
-	var pod corev1.Pod
-	if err := c.Get(ctx, cluster.Pods, p.Namespace, p.Name, &pod); err != nil {
-		return err
-	}
-	if !maps.Equal(prev.Labels, p.Labels) {
-		pod.Labels = p.Labels
-		if err := c.Update(ctx, cluster.Pods, &pod); err != nil {
-			return err
-		}
-	}
-	if prev.Ready != p.Ready {
-		n, _ := l.topo.Node(p.Node)
-		status := cluster.PodStatus(p, n.IP.String(), time.Now())
-		keepRestartCounts(&status, pod.Status)
-		pod.Status = status
-		if err := c.UpdateStatus(ctx, cluster.Pods, &pod); err != nil {
-			return err
-		}
-	}
-	if p.Terminating && !prev.Terminating {
-		return c.Delete(ctx, cluster.Pods, p.Namespace, p.Name, &terminatingGrace)
-	}
-	if prev.Terminating && !p.Terminating {
-		return fmt.Errorf("pod %s: a pod being deleted cannot be undeleted", p.Key())
-	}
-	return nil
-}
-
 // applyService creates svc, or updates the Service of its name as `kubectl
 // apply` would: the fields the API server allocated and svc leaves out are kept.
-func (l *Lab) applyService(ctx context.Context, svc corev1.Service) error {
-	c := l.cp.client
+func (c *controlPlane) applyService(ctx context.Context, svc corev1.Service) error {
 	s := svc.DeepCopy()
 	if s.Namespace == "" {
 		s.Namespace = metav1.NamespaceDefault
 	}
 	var cur corev1.Service
-	err := c.Get(ctx, cluster.Services, s.Namespace, s.Name, &cur)
+	err := c.client.Get(ctx, cluster.Services, s.Namespace, s.Name, &cur)
 	if apierrors.IsNotFound(err) {
-		return c.Create(ctx, cluster.Services, s)
+		return c.client.Create(ctx, cluster.Services, s)
 	}
 	if err != nil {
 		return err
@@ -128,33 +67,30 @@ func (l *Lab) applyService(ctx context.Context, svc corev1.Service) error {
 	if s.Spec.HealthCheckNodePort == 0 {
 		s.Spec.HealthCheckNodePort = cur.Spec.HealthCheckNodePort
 	}
-	return c.Update(ctx, cluster.Services, s)
+	return c.client.Update(ctx, cluster.Services, s)
 }
 
 // mirrorServices makes the topology's Services the ones the API server holds
 // (those the lab can model; the others are said once in the log and left to the
 // proxies alone).
-func (l *Lab) mirrorServices(svcs []corev1.Service) error {
+func (c *controlPlane) mirrorServices(svcs []corev1.Service) error {
 	var mine []corev1.Service
 	for _, s := range svcs {
 		if !apiOwned[s.Namespace+"/"+s.Name] {
 			mine = append(mine, s)
 		}
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	next := l.topo.Clone()
-	if err := next.SetServices(mine); err != nil {
+	err := c.host.updateTopology(func(next *topology.Topology) error { return next.SetServices(mine) })
+	if err != nil {
 		return fmt.Errorf("the API server's Services: %w", err)
 	}
-	l.topo = next
 	return nil
 }
 
 // listServices lists the Services as the API server holds them now (not as the
 // watch last saw them).
-func (l *Lab) listServices(ctx context.Context) ([]corev1.Service, error) {
-	ptrs, err := cluster.List(ctx, l.cp.client, cluster.Services, func() *corev1.Service { return new(corev1.Service) })
+func (c *controlPlane) listServices(ctx context.Context) ([]corev1.Service, error) {
+	ptrs, err := cluster.List(ctx, c.client, cluster.Services, func() *corev1.Service { return new(corev1.Service) })
 	if err != nil {
 		return nil, err
 	}
@@ -165,20 +101,19 @@ func (l *Lab) listServices(ctx context.Context) ([]corev1.Service, error) {
 	return out, nil
 }
 
-// apiState waits until the watch's Services and EndpointSlices say what the
+// state waits until the watch's Services and EndpointSlices say what the
 // topology computes, and returns them as the proxies' state.
-func (l *Lab) apiState(ctx context.Context) (*proxy.State, error) {
-	l.mu.Lock()
-	want := proxy.FromObjects(l.topo.Services, l.topo.EndpointSlices())
-	l.mu.Unlock()
+func (c *controlPlane) state(ctx context.Context) (*proxy.State, error) {
+	t := c.host.snapshot()
+	want := proxy.FromObjects(t.Services, t.EndpointSlices())
 	ctx, cancel := context.WithTimeout(ctx, consistentWithin)
 	defer cancel()
 	for {
-		svcs, err := l.cp.watch.Services()
+		svcs, err := c.watch.Services()
 		if err != nil {
 			return nil, err
 		}
-		eps, err := l.cp.watch.EndpointSlices()
+		eps, err := c.watch.EndpointSlices()
 		if err != nil {
 			return nil, err
 		}
@@ -251,8 +186,8 @@ func describePort(sp proxy.ServicePort) string {
 // into its status in the API server, as a cloud controller or MetalLB reports
 // the address it assigned, and clears the status of a Service no longer of that
 // type. svcs are the Services as the API server holds them.
-func (l *Lab) publishIngress(ctx context.Context, svcs []corev1.Service) error {
-	t := l.Topology()
+func (c *controlPlane) publishIngress(ctx context.Context, svcs []corev1.Service) error {
+	t := c.host.snapshot()
 	for i := range svcs {
 		cur := svcs[i].DeepCopy()
 		want := corev1.LoadBalancerStatus{}
@@ -263,7 +198,7 @@ func (l *Lab) publishIngress(ctx context.Context, svcs []corev1.Service) error {
 			continue
 		}
 		cur.Status.LoadBalancer = *want.DeepCopy()
-		if err := l.cp.client.UpdateStatus(ctx, cluster.Services, cur); err != nil {
+		if err := c.client.UpdateStatus(ctx, cluster.Services, cur); err != nil {
 			return err
 		}
 	}
@@ -271,48 +206,52 @@ func (l *Lab) publishIngress(ctx context.Context, svcs []corev1.Service) error {
 }
 
 // follow keeps the lab in step with changes made to the API server by others
-// (kubectl): on every change the watch sees, the topology takes the API
-// server's Services and the proxies sync. It returns when the watch stops.
-func (l *Lab) follow(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-l.cp.changed:
+// (kubectl): on every change the watch sees, under changeMu (the lab's lock of
+// changes), the topology takes the API server's Services as the watch saw them
+// and syncProxies syncs the proxies. It returns at once; what it started ends when the
+// watch stops (stopFollowing).
+func (c *controlPlane) follow(changeMu *sync.Mutex, syncProxies func(context.Context) error) {
+	c.following = make(chan struct{})
+	ctx := c.watchCtx
+	resync := func() error {
+		changeMu.Lock()
+		defer changeMu.Unlock()
+		if err := c.takeServices(ctx, c.watch.Services); err != nil {
+			return err
 		}
-		// Changes come in bursts (a Service, then its slices): take them together.
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(50 * time.Millisecond):
-		}
-		if err := l.resync(ctx); err != nil && ctx.Err() == nil {
-			l.logf("lab %s: following the API server: %v", l.ID, err)
-		}
+		return syncProxies(ctx)
 	}
+	go func() {
+		defer close(c.following)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-c.changed:
+			}
+			// Changes come in bursts (a Service, then its slices): take them together.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if err := resync(); err != nil && ctx.Err() == nil {
+				c.logf("lab %s: following the API server: %v", c.id, err)
+			}
+		}
+	}()
 }
 
-// resync mirrors the API server's Services, as the watch saw them, into the
-// topology and syncs the proxies.
-func (l *Lab) resync(ctx context.Context) error {
-	l.changeMu.Lock()
-	defer l.changeMu.Unlock()
-	return l.takeServices(ctx, l.cp.watch.Services)
-}
-
-// takeServices makes the Services list returns the topology's, publishes the
-// ingress the topology gives them and syncs the proxies. The caller holds
-// changeMu.
-func (l *Lab) takeServices(ctx context.Context, list func() ([]corev1.Service, error)) error {
+// takeServices makes the Services list returns the topology's and publishes
+// the ingress the topology gives them; the caller holds changeMu, and syncs the
+// proxies next.
+func (c *controlPlane) takeServices(ctx context.Context, list func() ([]corev1.Service, error)) error {
 	svcs, err := list()
 	if err != nil {
 		return err
 	}
-	if err := l.mirrorServices(svcs); err != nil {
+	if err := c.mirrorServices(svcs); err != nil {
 		return err
 	}
-	if err := l.publishIngress(ctx, svcs); err != nil {
-		return err
-	}
-	return l.Sync(ctx)
+	return c.publishIngress(ctx, svcs)
 }

@@ -50,6 +50,7 @@ func Describe(t *topology.Topology, o Options) (record.Lab, error) {
 		return record.Lab{}, err
 	}
 	state := proxy.NewState(l.topo.Services, l.topo.EndpointSlices(), nil)
-	l.record.Services = ServiceRecords(state.Ports)
-	return *l.record, nil
+	r := l.ledger.record()
+	r.Services = ServiceRecords(state.Ports)
+	return r, nil
 }

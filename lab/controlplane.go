@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,34 +16,44 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/record"
-	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
 // controlPlane is a lab's running control plane: the API server on its embedded
 // etcd and the controller manager's EndpointSlice controllers, in the control
-// plane's namespace, and the client the lab applies itself through.
+// plane's namespace, and the client the lab applies itself through. It mirrors
+// the topology's Services and EndpointSlices into the API server and the API
+// server's Services back into the topology (apiserver.go). Its fields are set
+// while the lab comes up, before anything runs beside it, and read after.
 type controlPlane struct {
+	host  host
+	rec   recorder
+	logf  func(format string, args ...any)
+	comps *components
+	// id names the lab in messages; name is the topology's, the cluster's in
+	// the kubeconfig.
+	id, name string
+	runDir   string
+	// kubeBinary and log are the lab's options for finding the component
+	// binary.
+	kubeBinary string
+	log        io.Writer
+
 	binary     string
 	pki        *kube.PKI
 	api        kube.APIServerConfig
 	kubeconfig string
-	procs      []*kube.Process
 	client     *cluster.Client
 	watch      *cluster.Watch
 	watchCtx   context.Context
 	stopWatch  context.CancelFunc
 	// following is closed when the goroutine following the API server ends.
 	following chan struct{}
-	// proxiesStarted receives the outcome of starting the real kube-proxies,
-	// which runs beside the rest of the control plane's start; proxiesDone is
-	// closed when that is over, and cancelStart stops it.
-	proxiesStarted chan error
-	proxiesDone    chan struct{}
-	cancelStart    context.CancelFunc
 	// changed is signalled (without blocking) on every change the watch sees.
 	changed chan struct{}
+	// started is when the API server was started.
+	started time.Time
 }
 
 // Kubeconfig is the path of the lab's admin kubeconfig; empty without a control
@@ -76,204 +86,119 @@ func (l *Lab) Client() *cluster.Client {
 	return l.cp.client
 }
 
-// startControlPlane runs the API server and the controller manager in the control
-// plane's namespace and connects to the API server from there.
-func (l *Lab) startControlPlane(ctx context.Context) error {
-	cp := l.topo.ControlPlane
-	m := l.members[cp.Name]
-	dir := record.RunDir(l.dir, l.ID)
-	began := time.Now()
+// startAPIServer runs the API server in the control plane's namespace, connects
+// to it from there and writes the lab's Nodes: what kube-proxy needs to start.
+func (c *controlPlane) startAPIServer(ctx context.Context) error {
+	t := c.host.snapshot()
+	cp := t.ControlPlane
+	m, err := c.host.Member(cp.Name)
+	if err != nil {
+		return err
+	}
 	// A given binary's check runs beside the API server's start, which it
 	// must pass before the lab waits for the API server.
-	bin, checked, err := kube.BinaryChecked(ctx, kube.Options{Path: l.opts.KubeBinary, Log: l.opts.Log})
+	bin, checked, err := kube.BinaryChecked(ctx, kube.Options{Path: c.kubeBinary, Log: c.log})
 	if err != nil {
 		return err
 	}
-	checkBegan := began
-	began = time.Now()
-	l.cp = &controlPlane{binary: bin, changed: make(chan struct{}, 1)}
-	pki, err := kube.NewPKI(kube.PKIConfig{Dir: filepath.Join(dir, "pki"), APIServer: cp.IP, ServiceCIDR: l.topo.ServiceCIDR})
+	c.binary, c.changed = bin, make(chan struct{}, 1)
+	pki, err := kube.NewPKI(kube.PKIConfig{Dir: filepath.Join(c.runDir, "pki"), APIServer: cp.IP, ServiceCIDR: t.ServiceCIDR})
 	if err != nil {
 		return err
 	}
-	l.cp.pki = pki
-	l.phase(phasePKI, began)
-	l.cp.api = kube.APIServerConfig{
-		Netns: m.NetNS, Address: cp.IP, ServiceCIDR: l.topo.ServiceCIDR, PKI: pki,
-		Dir: filepath.Join(dir, "kube-apiserver"), LogFile: l.logFile("kube-apiserver"),
+	c.pki = pki
+	c.api = kube.APIServerConfig{
+		Netns: m.NetNS, Address: cp.IP, ServiceCIDR: t.ServiceCIDR, PKI: pki,
+		Dir: filepath.Join(c.runDir, "kube-apiserver"), LogFile: c.comps.logFile("kube-apiserver"),
 	}
-	start := time.Now()
-	api, err := kube.StartAPIServer(bin, l.cp.api)
+	c.started = time.Now()
+	api, err := kube.StartAPIServer(bin, c.api)
 	if err != nil {
 		// A binary that is no component binary says so, not how it failed.
 		return errors.Join(<-checked, err)
 	}
 	// A static pod: its kubelet restarts it.
-	_, err = l.addComponent(api, "kube-apiserver on "+cp.Name, func() (*kube.Process, error) { return kube.StartAPIServer(bin, l.cp.api) })
+	_, err = c.comps.add(api, "kube-apiserver on "+cp.Name, func() (*kube.Process, error) { return kube.StartAPIServer(bin, c.api) })
 	if err != nil {
 		return err
 	}
 	if err := <-checked; err != nil {
 		return err
 	}
-	l.phase(phaseBinary, checkBegan)
-	ready, err := kube.WaitAPIServer(ctx, api, l.cp.api)
+	ready, err := kube.WaitAPIServer(ctx, api, c.api)
 	if err != nil {
 		return err
 	}
-	l.logf("lab %s: kube-apiserver ready at %s in %s", l.ID, l.cp.api.URL(), ready.Round(time.Millisecond))
-	l.phase(phaseAPIServer, api.Started)
-	l.cp.kubeconfig = filepath.Join(dir, "kubeconfig")
-	if err := kube.WriteKubeconfig(l.cp.kubeconfig, l.topo.Name, l.cp.api.URL(), pki); err != nil {
+	c.logf("lab %s: kube-apiserver ready at %s in %s", c.id, c.api.URL(), ready.Round(time.Millisecond))
+	c.kubeconfig = filepath.Join(c.runDir, "kubeconfig")
+	if err := kube.WriteKubeconfig(c.kubeconfig, c.name, c.api.URL(), pki); err != nil {
 		return err
 	}
-	l.mu.Lock()
-	l.record.Kubeconfig, l.record.KubeBinary = l.cp.kubeconfig, bin
-	err = record.Write(l.dir, l.record)
-	l.mu.Unlock()
+	err = c.rec.update(func(r *record.Lab) { r.Kubeconfig, r.KubeBinary = c.kubeconfig, bin })
 	if err != nil {
 		return err
-	}
-	// The controller manager and CoreDNS need only the API server and the
-	// kubeconfig: started now, their starts overlap the lab's writes.
-	kcmConfig := kube.ControllerManagerConfig{Netns: m.NetNS, Kubeconfig: l.cp.kubeconfig, LogFile: l.logFile("kube-controller-manager")}
-	kcm, err := kube.StartControllerManager(bin, kcmConfig)
-	if err != nil {
-		return err
-	}
-	l.controllersStarted(kcm.Started)
-	_, err = l.addComponent(kcm, "kube-controller-manager on "+cp.Name, func() (*kube.Process, error) { return kube.StartControllerManager(bin, kcmConfig) })
-	if err != nil {
-		return err
-	}
-	if l.topo.DNS != nil {
-		if err := l.startDNSProcesses(); err != nil {
-			return err
-		}
 	}
 	ca, err := os.ReadFile(pki.CACert)
 	if err != nil {
 		return err
 	}
-	l.cp.client, err = cluster.New(cluster.Config{Server: l.cp.api.URL(), CA: ca, Token: pki.AdminToken, Dial: traffic.Dialer(m.NetNS)})
+	c.client, err = cluster.New(cluster.Config{Server: c.api.URL(), CA: ca, Token: pki.AdminToken, Dial: traffic.Dialer(m.NetNS)})
 	if err != nil {
 		return err
 	}
-	// kube-proxy needs its Node (its address) and nothing else to start; its
-	// first sync takes seconds, which the rest of the lab's objects need not
-	// wait for.
-	began = time.Now()
-	if err := l.writeNodes(ctx); err != nil {
+	return c.writeNodes(ctx, t.Nodes)
+}
+
+// startControllers runs the controller manager and starts the watch the lab
+// follows the API server with.
+func (c *controlPlane) startControllers() error {
+	cp := c.host.snapshot().ControlPlane
+	m, err := c.host.Member(cp.Name)
+	if err != nil {
 		return err
 	}
-	l.phase(phaseNodes, began)
-	if l.opts.KubeProxy != nil {
-		startCtx, cancel := context.WithCancel(ctx)
-		l.cp.cancelStart = cancel
-		l.cp.proxiesStarted, l.cp.proxiesDone = make(chan error, 1), make(chan struct{})
-		go func() {
-			defer close(l.cp.proxiesDone)
-			l.cp.proxiesStarted <- l.startKubeProxies(startCtx)
-		}()
+	kcmConfig := kube.ControllerManagerConfig{Netns: m.NetNS, Kubeconfig: c.kubeconfig, LogFile: c.comps.logFile("kube-controller-manager")}
+	kcm, err := kube.StartControllerManager(c.binary, kcmConfig)
+	if err != nil {
+		return err
 	}
-	l.cp.watchCtx, l.cp.stopWatch = context.WithCancel(context.Background())
-	l.cp.watch, err = l.cp.client.Watch(l.cp.watchCtx, func() {
+	_, err = c.comps.add(kcm, "kube-controller-manager on "+cp.Name, func() (*kube.Process, error) { return kube.StartControllerManager(c.binary, kcmConfig) })
+	if err != nil {
+		return err
+	}
+	c.watchCtx, c.stopWatch = context.WithCancel(context.Background())
+	c.watch, err = c.client.Watch(c.watchCtx, func() {
 		select {
-		case l.cp.changed <- struct{}{}:
+		case c.changed <- struct{}{}:
 		default:
 		}
 	})
-	if err != nil {
-		return err
-	}
-	if err := l.dnsPodsStarting(); err != nil {
-		return err
-	}
-	began = time.Now()
-	if err := l.applyTopology(ctx); err != nil {
-		return err
-	}
-	l.phase(phaseTopology, began)
-	l.logf("lab %s: control plane up, topology applied, in %s", l.ID, time.Since(start).Round(time.Millisecond))
-	return nil
-}
-
-// logFile is where the component called name writes, in the lab's run directory.
-func (l *Lab) logFile(name string) string {
-	return filepath.Join(record.RunDir(l.dir, l.ID), name+".log")
-}
-
-// addComponent records a component process, so that `svclab clean` can end it
-// should it outlive the lab's owner, and supervises it under name ("kube-proxy
-// on node-1"), restarting it with restart after a death when restart is not nil.
-func (l *Lab) addComponent(p *kube.Process, name string, restart supervise.Restart) (*supervise.Component, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.supervisor.Watch(name, p, restart)
-	l.components = append(l.components, c)
-	l.record.Components = append(l.record.Components, record.Component{Name: p.Name, Process: record.ProcessOf(p.Pid())})
-	return c, record.Write(l.dir, l.record)
+	return err
 }
 
 // stopFollowing stops the watch and waits until nothing syncs on its behalf, so
-// that the proxiers can close; and stops and waits for the start of the
-// kube-proxies, so that every process started is known to stopComponents.
-func (l *Lab) stopFollowing() {
-	if l.cp == nil {
+// that the proxiers can close.
+func (c *controlPlane) stopFollowing() {
+	if c.stopWatch == nil {
 		return
 	}
-	if l.cp.proxiesDone != nil {
-		l.cp.cancelStart()
-		<-l.cp.proxiesDone
-	}
-	if l.cp.stopWatch == nil {
-		return
-	}
-	l.cp.stopWatch()
-	if l.cp.following != nil {
-		<-l.cp.following
+	c.stopWatch()
+	if c.following != nil {
+		<-c.following
 	}
 }
-
-// stopComponents stops every component process.
-func (l *Lab) stopComponents() error {
-	// The lab goes with them, so nothing they would flush on the way out is
-	// kept: a short grace, all at once.
-	ctx, cancel := context.WithTimeout(context.Background(), componentStopGrace)
-	defer cancel()
-	errs := make([]error, len(l.components))
-	var wg sync.WaitGroup
-	for i, c := range l.components {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			errs[i] = c.Process().Stop(ctx)
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
-
-// componentStopGrace is how long a component may take to end after SIGTERM
-// when its lab goes down, before SIGKILL: none. The run directory (etcd's
-// data, the logs) is removed with the lab and kube-proxy leaves its rules on
-// the way out anyway, so a graceful end keeps nothing; waiting for the API
-// server's took most of the second it was allowed, and down's target is
-// under one (issue 20).
-const componentStopGrace = 0
 
 // writeNodes writes the lab's Nodes with the status a kubelet reports.
-func (l *Lab) writeNodes(ctx context.Context) error {
-	c := l.cp.client
+func (c *controlPlane) writeNodes(ctx context.Context, nodes []topology.Node) error {
 	now := time.Now()
-	for _, n := range l.topo.Nodes {
+	for _, n := range nodes {
 		node := cluster.Node(n, now)
 		status := node.Status
-		if err := c.Create(ctx, cluster.Nodes, node); err != nil {
+		if err := c.client.Create(ctx, cluster.Nodes, node); err != nil {
 			return err
 		}
 		node.Status = status
-		if err := c.UpdateStatus(ctx, cluster.Nodes, node); err != nil {
+		if err := c.client.UpdateStatus(ctx, cluster.Nodes, node); err != nil {
 			return err
 		}
 	}
@@ -281,15 +206,14 @@ func (l *Lab) writeNodes(ctx context.Context) error {
 }
 
 // applyTopology writes the rest of the topology into the API server as a cluster
-// would hold it (the Nodes are there): its namespaces, its Pods with the status a
-// kubelet reports, its Services as declared (the API server allocates what they
-// leave out, and the topology takes those allocations), and the user's
-// EndpointSlices.
-func (l *Lab) applyTopology(ctx context.Context) error {
-	c := l.cp.client
-	t := l.topo
+// would hold it (the Nodes are there): its namespaces, its Pods as writePods
+// (the kubelet's role) writes them, its Services as declared (the API server
+// allocates what they leave out, and the topology takes those allocations), and
+// the user's EndpointSlices.
+func (c *controlPlane) applyTopology(ctx context.Context, writePods func(context.Context, *topology.Topology, []topology.Pod) error) error {
+	t := c.host.snapshot()
 	for _, ns := range cluster.NamespacesOf(t) {
-		if err := c.Ensure(ctx, cluster.Namespaces, ns); err != nil {
+		if err := c.client.Ensure(ctx, cluster.Namespaces, ns); err != nil {
 			return err
 		}
 	}
@@ -304,11 +228,11 @@ func (l *Lab) applyTopology(ctx context.Context) error {
 	}
 	for _, ns := range accounts {
 		sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default", Namespace: ns}}
-		if err := c.Ensure(ctx, cluster.ServiceAccounts, sa); err != nil {
+		if err := c.client.Ensure(ctx, cluster.ServiceAccounts, sa); err != nil {
 			return err
 		}
 	}
-	if err := l.writePods(ctx, t.Pods); err != nil {
+	if err := writePods(ctx, t, t.Pods); err != nil {
 		return err
 	}
 	var svcs []corev1.Service
@@ -317,7 +241,7 @@ func (l *Lab) applyTopology(ctx context.Context) error {
 		if svc.Namespace == "" {
 			svc.Namespace = metav1.NamespaceDefault
 		}
-		if err := c.Create(ctx, cluster.Services, svc); err != nil {
+		if err := c.client.Create(ctx, cluster.Services, svc); err != nil {
 			return err
 		}
 		// The API server takes no status on create: the file's ingress is
@@ -326,49 +250,21 @@ func (l *Lab) applyTopology(ctx context.Context) error {
 		svcs = append(svcs, *svc)
 	}
 	for i := range t.UserEndpointSlices {
-		if err := c.Create(ctx, cluster.EndpointSlices, t.UserEndpointSlices[i].DeepCopy()); err != nil {
+		if err := c.client.Create(ctx, cluster.EndpointSlices, t.UserEndpointSlices[i].DeepCopy()); err != nil {
 			return err
 		}
 	}
-	l.mu.Lock()
-	next := l.topo.Clone()
-	err := next.SetServices(svcs)
-	if err == nil {
-		l.topo = next
-	}
-	l.mu.Unlock()
+	err := c.host.updateTopology(func(next *topology.Topology) error { return next.SetServices(svcs) })
 	if err != nil {
 		return fmt.Errorf("the API server's Services: %w", err)
 	}
 	for i := range svcs {
 		svcs[i].Status = corev1.ServiceStatus{}
 	}
-	return l.publishIngress(ctx, svcs)
-}
-
-// writePods creates pods as the scheduler and the kubelet would leave them:
-// bound to their node, running, with their address and readiness in their
-// status. A terminating pod is deleted with a grace period nobody ends, so it
-// keeps its deletionTimestamp, as while a kubelet waits for its containers.
-func (l *Lab) writePods(ctx context.Context, pods []topology.Pod) error {
-	c := l.cp.client
-	now := time.Now()
-	for _, p := range pods {
-		n, _ := l.topo.Node(p.Node)
-		pod := cluster.Pod(p)
-		if err := c.Create(ctx, cluster.Pods, pod); err != nil {
-			return err
-		}
-		pod.Status = cluster.PodStatus(p, n.IP.String(), now)
-		if err := c.UpdateStatus(ctx, cluster.Pods, pod); err != nil {
-			return err
-		}
-		if p.Terminating {
-			if err := c.Delete(ctx, cluster.Pods, p.Namespace, p.Name, &terminatingGrace); err != nil {
-				return err
-			}
-		}
+	if err := c.publishIngress(ctx, svcs); err != nil {
+		return err
 	}
+	c.logf("lab %s: control plane up, topology applied, in %s", c.id, time.Since(c.started).Round(time.Millisecond))
 	return nil
 }
 

@@ -43,7 +43,7 @@ func TestControlPlaneChanges(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	c := l.cp.client
+	c := l.Client()
 
 	endpoints := func(svc string) map[string]proxy.Endpoint {
 		t.Helper()

@@ -5,11 +5,16 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/internal/fanout"
 	"github.com/svclab/svclab/lab/kube"
-	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
@@ -40,37 +45,52 @@ const (
 	// dnsStopGrace bounds a CoreDNS process's end when the lab goes down: its
 	// 5 s lameduck serves clients during a rolling update, and a lab going down
 	// has none, so it is not waited for at all (SIGTERM, then SIGKILL at once):
-	// a second of it was most of a lab's `down`.
+	// a second of it was most of a lab's down.
 	dnsStopGrace = 0
+	// podStatusWithin bounds the report of a restarted CoreDNS pod's restart
+	// count through the API.
+	podStatusWithin = 30 * time.Second
 )
 
 // dnsReplica is one CoreDNS pod's process and its probe.
 type dnsReplica struct {
 	pod  topology.Pod
 	comp *supervise.Component
-	// answered holds the outcome of the wait for its first answer, which
-	// starts with the process (whoever reads it puts it back).
-	answered chan error
 }
 
-// hasAnswered tells, without waiting, whether the replica has answered.
-func (r *dnsReplica) hasAnswered() bool {
-	select {
-	case err := <-r.answered:
-		r.answered <- err
-		return err == nil
-	default:
-		return false
-	}
-}
-
-// clusterDNS is a lab's running cluster DNS.
+// clusterDNS is the part of a lab that runs its cluster DNS: the CoreDNS
+// replicas and their readiness probes. It reaches the lab through dnsLab; its
+// lock guards the replicas, and is taken inside changeMu, never around it.
 type clusterDNS struct {
+	lab      dnsLab
+	id       string
+	domain   string
+	runDir   string
+	parallel int
+	logf     func(format string, args ...any)
+	// comps are the lab's component processes, which its CoreDNS processes
+	// join.
+	comps *components
+	// changes is the lab's changeMu: a pod status written here is written
+	// between the lab's changes, never in the middle of one.
+	changes sync.Locker
+
+	mu       sync.Mutex
 	replicas []*dnsReplica
 	// stopProbes ends the readiness probes; probing is done when they have
 	// returned.
 	stopProbes context.CancelFunc
 	probing    sync.WaitGroup
+}
+
+// dnsLab is what the cluster DNS needs of its lab: the members' namespaces,
+// the control plane it runs against, and the pods' readiness, reported as a kubelet reports it.
+type dnsLab interface {
+	Member(name string) (*member.Member, error)
+	Kubeconfig() string
+	KubeBinary() string
+	Client() *cluster.Client
+	UpdatePod(ctx context.Context, key string, change func(p *topology.Pod)) error
 }
 
 // coreDNSPods are the topology's CoreDNS pods.
@@ -84,133 +104,101 @@ func coreDNSPods(t *topology.Topology) []topology.Pod {
 	return pods
 }
 
-// dnsPodsStarting marks the CoreDNS pods not ready, as a kubelet reports a pod
-// whose readiness probe has not yet passed, before the topology reaches the API
-// server; a replica that already answered (CoreDNS starts as soon as the API
-// server is ready, and is often answering by then) is written ready at once,
-// which spares the proxies a change to sync.
-func (l *Lab) dnsPodsStarting() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	next := l.topo.Clone()
+// coreDNSStarting is t with the CoreDNS pods not ready, as a kubelet reports
+// a pod whose readiness probe has not yet passed.
+func coreDNSStarting(t *topology.Topology) (*topology.Topology, error) {
+	next := t.Clone()
 	for _, p := range coreDNSPods(next) {
-		ready := false
-		if l.dns != nil {
-			for _, r := range l.dns.replicas {
-				if r.pod.Key() == p.Key() {
-					ready = r.hasAnswered()
-				}
-			}
-		}
-		if err := next.UpdatePod(p.Key(), func(p *topology.Pod) { p.Ready = ready }); err != nil {
-			return err
+		if err := next.UpdatePod(p.Key(), func(p *topology.Pod) { p.Ready = false }); err != nil {
+			return nil, err
 		}
 	}
-	l.topo = next
-	return nil
+	return next, nil
 }
 
-// startDNSProcesses runs CoreDNS in every CoreDNS pod and starts waiting for
-// each one's first answer. CoreDNS needs only the API server: started as soon
-// as it is ready, its start overlaps the rest of the control plane's.
-func (l *Lab) startDNSProcesses() error {
-	pods := coreDNSPods(l.topo)
-	l.dns = &clusterDNS{}
-	dir := record.RunDir(l.dir, l.ID)
-	for _, p := range pods {
-		m := l.members[p.Name]
+// start runs CoreDNS in every CoreDNS pod of t and waits until each answers.
+func (d *clusterDNS) start(ctx context.Context, t *topology.Topology) error {
+	bin := d.lab.KubeBinary()
+	for _, p := range coreDNSPods(t) {
+		m, err := d.lab.Member(p.Name)
+		if err != nil {
+			return err
+		}
 		cfg := kube.CoreDNSConfig{
 			Name: "coredns " + p.Key(), Netns: m.NetNS,
-			CorefileConfig: kube.CorefileConfig{Domain: l.topo.DNS.Domain, Kubeconfig: l.cp.kubeconfig},
-			Corefile:       filepath.Join(dir, "Corefile-"+p.Name),
-			LogFile:        l.logFile(p.Name),
+			CorefileConfig: kube.CorefileConfig{Domain: d.domain, Kubeconfig: d.lab.Kubeconfig()},
+			Corefile:       filepath.Join(d.runDir, "Corefile-"+p.Name),
+			LogFile:        d.comps.logFile(p.Name),
 		}
-		proc, err := kube.StartCoreDNS(l.cp.binary, cfg)
+		proc, err := kube.StartCoreDNS(bin, cfg)
 		if err != nil {
 			return err
 		}
 		// A Deployment's pod (restartPolicy Always): its kubelet restarts it.
-		c, err := l.addComponent(proc, "CoreDNS in pod "+p.Key(), func() (*kube.Process, error) { return kube.StartCoreDNS(l.cp.binary, cfg) })
+		c, err := d.comps.add(proc, "CoreDNS in pod "+p.Key(), func() (*kube.Process, error) { return kube.StartCoreDNS(bin, cfg) })
 		if err != nil {
 			return err
 		}
-		r := &dnsReplica{pod: p, comp: c, answered: make(chan error, 1)}
-		l.dns.replicas = append(l.dns.replicas, r)
-		// It ends with the process at the latest: Down stops it.
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), dnsReadyWithin)
-			defer cancel()
-			took, err := kube.WaitCoreDNS(ctx, proc, l.topo.DNS.Domain)
-			if err != nil {
-				r.answered <- fmt.Errorf("pod %s: %w", r.pod.Key(), err)
-				return
-			}
-			l.logf("lab %s: CoreDNS in %s on %s answers %s after its start", l.ID, r.pod.Key(), r.pod.Node, took.Round(time.Millisecond))
-			l.phase("CoreDNS in pod "+r.pod.Key()+" answers", proc.Started)
-			r.answered <- nil
-		}()
+		d.mu.Lock()
+		d.replicas = append(d.replicas, &dnsReplica{pod: p, comp: c})
+		d.mu.Unlock()
+	}
+	wctx, cancel := context.WithTimeout(ctx, dnsReadyWithin)
+	defer cancel()
+	return fanout.Each(wctx, d.parallel, d.list(), func(ctx context.Context, r *dnsReplica) error {
+		took, err := kube.WaitCoreDNS(ctx, r.comp.Process(), d.domain)
+		if err != nil {
+			return fmt.Errorf("pod %s: %w", r.pod.Key(), err)
+		}
+		d.logf("lab %s: CoreDNS in %s on %s answers %s after its start", d.id, r.pod.Key(), r.pod.Node, took.Round(time.Millisecond))
+		return nil
+	})
+}
+
+// list is the replicas started so far; none of a nil clusterDNS.
+func (d *clusterDNS) list() []*dnsReplica {
+	if d == nil {
+		return nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.replicas)
+}
+
+// ready marks every replica's pod ready in t, once start saw each answer.
+func (d *clusterDNS) ready(t *topology.Topology) error {
+	for _, r := range d.list() {
+		if err := t.UpdatePod(r.pod.Key(), func(p *topology.Pod) { p.Ready = true }); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// startDNS waits until every CoreDNS replica answers, and reports ready those
-// the topology did not write ready already. The proxies sync after it, in Up.
-func (l *Lab) startDNS(ctx context.Context) error {
-	var late []*dnsReplica
-	for _, r := range l.dns.replicas {
-		if !r.hasAnswered() {
-			late = append(late, r)
-		}
-		select {
-		case err := <-r.answered:
-			r.answered <- err
-			if err != nil {
-				return err
-			}
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	if len(late) == 0 {
-		return nil
-	}
-	began := time.Now()
-	l.changeMu.Lock()
-	defer l.changeMu.Unlock()
-	err := l.mutate(ctx, func(t *topology.Topology) error {
-		for _, r := range late {
-			if err := t.UpdatePod(r.pod.Key(), func(p *topology.Pod) { p.Ready = true }); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	l.phase(phaseDNSReady, began)
-	return err
-}
-
-// startDNSProbes starts the readiness probe of every CoreDNS pod; each replica
-// is ready when it starts (startDNS saw it answer).
-func (l *Lab) startDNSProbes() {
-	if l.dns == nil {
+// startProbes starts the readiness probe of every CoreDNS pod; each replica
+// is ready when it starts (start saw it answer).
+func (d *clusterDNS) startProbes() {
+	if d == nil {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	l.dns.stopProbes = cancel
-	for _, r := range l.dns.replicas {
-		l.dns.probing.Add(1)
+	d.mu.Lock()
+	d.stopProbes = cancel
+	d.mu.Unlock()
+	for _, r := range d.list() {
+		d.probing.Add(1)
 		go func() {
-			defer l.dns.probing.Done()
-			l.probeDNS(ctx, r)
+			defer d.probing.Done()
+			d.probe(ctx, r)
 		}()
 	}
 }
 
-// probeDNS is a kubelet's readiness prober for one CoreDNS pod: it asks the
+// probe is a kubelet's readiness prober for one CoreDNS pod: it asks the
 // ready plugin every period and reports the pod not ready after
 // dnsProbeFailure failures in a row, ready again after dnsProbeSuccess
 // successes, through the API as a kubelet does.
-func (l *Lab) probeDNS(ctx context.Context, r *dnsReplica) {
+func (d *clusterDNS) probe(ctx context.Context, r *dnsReplica) {
 	client := traffic.HTTPClient(r.comp.Process().Netns, dnsProbeTimeout)
 	url := fmt.Sprintf("http://127.0.0.1:%d/ready", kube.CoreDNSReadyPort)
 	ready, failures, successes := true, 0, 0
@@ -235,12 +223,46 @@ func (l *Lab) probeDNS(ctx context.Context, r *dnsReplica) {
 		default:
 			continue
 		}
-		l.logf("lab %s: pod %s: readiness probe %s: %s", l.ID, r.pod.Key(), url, map[bool]string{true: "ready", false: "not ready"}[ready])
-		err := l.UpdatePod(ctx, r.pod.Key(), func(p *topology.Pod) { p.Ready = ready })
+		d.logf("lab %s: pod %s: readiness probe %s: %s", d.id, r.pod.Key(), url, map[bool]string{true: "ready", false: "not ready"}[ready])
+		err := d.lab.UpdatePod(ctx, r.pod.Key(), func(p *topology.Pod) { p.Ready = ready })
 		if err != nil && ctx.Err() == nil {
-			l.logf("lab %s: pod %s: report readiness: %v", l.ID, r.pod.Key(), err)
+			d.logf("lab %s: pod %s: report readiness: %v", d.id, r.pod.Key(), err)
 		}
 	}
+}
+
+// restarted is told of every component's restart: a CoreDNS pod's status
+// says its container's restart count, as its kubelet reports it (until ctx
+// ends: the lab goes down).
+func (d *clusterDNS) restarted(ctx context.Context, c *supervise.Component) {
+	for _, r := range d.list() {
+		if r.comp != c {
+			continue
+		}
+		within, cancel := context.WithTimeout(ctx, podStatusWithin)
+		n := int32(c.Restarts())
+		if err := d.reportRestarts(within, r.pod, n); err != nil && ctx.Err() == nil {
+			d.logf("lab %s: pod %s: report restart count %d: %v", d.id, r.pod.Key(), n, err)
+		}
+		cancel()
+	}
+}
+
+// reportRestarts writes a pod's container restart count into its status, as
+// its kubelet does; under changeMu, so that no readiness report of the pod
+// writes its status in between.
+func (d *clusterDNS) reportRestarts(ctx context.Context, p topology.Pod, n int32) error {
+	d.changes.Lock()
+	defer d.changes.Unlock()
+	client := d.lab.Client()
+	var pod corev1.Pod
+	if err := client.Get(ctx, cluster.Pods, p.Namespace, p.Name, &pod); err != nil {
+		return err
+	}
+	for i := range pod.Status.ContainerStatuses {
+		pod.Status.ContainerStatuses[i].RestartCount = n
+	}
+	return client.UpdateStatus(ctx, cluster.Pods, &pod)
 }
 
 // probeOK is one HTTP probe: a status from 200 to 399 within the timeout
@@ -258,19 +280,23 @@ func probeOK(ctx context.Context, client *http.Client, url string) bool {
 	return resp.StatusCode >= 200 && resp.StatusCode < 400
 }
 
-// stopDNS ends the probes, then every CoreDNS process at once without waiting
+// stop ends the probes, then every CoreDNS process at once without waiting
 // out its lameduck.
-func (l *Lab) stopDNS() error {
-	if l.dns == nil {
+func (d *clusterDNS) stop() error {
+	if d == nil {
 		return nil
 	}
-	if l.dns.stopProbes != nil {
-		l.dns.stopProbes()
+	d.mu.Lock()
+	stopProbes := d.stopProbes
+	d.mu.Unlock()
+	if stopProbes != nil {
+		stopProbes()
 	}
-	l.dns.probing.Wait()
+	d.probing.Wait()
+	replicas := d.list()
 	ctx, cancel := context.WithTimeout(context.Background(), dnsStopGrace)
 	defer cancel()
-	return forEach(context.Background(), len(l.dns.replicas)+1, l.dns.replicas, func(_ context.Context, r *dnsReplica) error {
+	return fanout.Each(context.Background(), len(replicas)+1, replicas, func(_ context.Context, r *dnsReplica) error {
 		return r.comp.Process().Stop(ctx)
 	})
 }
@@ -278,11 +304,9 @@ func (l *Lab) stopDNS() error {
 // DNSReplica is the CoreDNS process of a CoreDNS pod of the lab, for specs that
 // stop it to see the lab follow.
 func (l *Lab) DNSReplica(pod string) (*kube.Process, error) {
-	if l.dns != nil {
-		for _, r := range l.dns.replicas {
-			if r.pod.Name == pod || r.pod.Key() == pod {
-				return r.comp.Process(), nil
-			}
+	for _, r := range l.dns.list() {
+		if r.pod.Name == pod || r.pod.Key() == pod {
+			return r.comp.Process(), nil
 		}
 	}
 	return nil, fmt.Errorf("lab %s has no CoreDNS pod %q", l.ID, pod)

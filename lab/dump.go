@@ -6,6 +6,7 @@ import (
 
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy"
 )
 
 // Dump returns what a person debugging a failed check looks at first, for the named
@@ -29,7 +30,7 @@ func (l *Lab) Dump(members ...string) string {
 			fmt.Fprintf(&b, "### %s: %v\n", name, err)
 			continue
 		}
-		for _, argv := range l.dumpCommands(m.Kind) {
+		for _, argv := range dumpCommands(l.mode, l.config, m.Kind) {
 			fmt.Fprintf(&b, "### %s %s (netns %s): %s\n", m.Kind, m.Name, m.NetNS, strings.Join(argv, " "))
 			out, err := namespaces.Output(m.NetNS, argv...)
 			b.Write(out)
@@ -41,10 +42,12 @@ func (l *Lab) Dump(members ...string) string {
 	return b.String()
 }
 
-func (l *Lab) dumpCommands(kind string) [][]string {
+// dumpCommands are the commands Dump runs in a member of kind: addresses and
+// routes, and on a node mode m's rules under configuration c and conntrack.
+func dumpCommands(m proxy.Mode, c proxy.Config, kind string) [][]string {
 	cmds := [][]string{{"ip", "-4", "addr"}, {"ip", "-4", "route"}}
-	if kind != member.KindNode || l.mode.Rules == nil {
+	if kind != member.KindNode || m.Rules == nil {
 		return cmds
 	}
-	return append(append(cmds, l.mode.Rules(l.config)...), []string{"conntrack", "-L"})
+	return append(append(cmds, m.Rules(c)...), []string{"conntrack", "-L"})
 }

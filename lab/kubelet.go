@@ -2,24 +2,130 @@ package lab
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
+
+// kubelet plays the kubelet's role for the lab's pods: with a control plane, it
+// reports them to the API server as a kubelet does (bound, running, their
+// address, readiness and deletion), and it writes what a kubelet gives a pod's
+// containers besides the network (below). Its state is on disk, in the pods'
+// directories of the lab's run directory.
+type kubelet struct {
+	host host
+	// dir and id are the lab's record directory and id.
+	dir, id string
+	// cp is the lab's control plane, nil without one.
+	cp *controlPlane
+}
+
+// writePods creates pods as the scheduler and the kubelet would leave them:
+// bound to their node, running, with their address and readiness in their
+// status (their nodes looked up in t). A terminating pod is deleted with a grace period nobody ends, so it
+// keeps its deletionTimestamp, as while a kubelet waits for its containers.
+func (k *kubelet) writePods(ctx context.Context, t *topology.Topology, pods []topology.Pod) error {
+	c := k.cp.client
+	now := time.Now()
+	for _, p := range pods {
+		n, _ := t.Node(p.Node)
+		pod := cluster.Pod(p)
+		if err := c.Create(ctx, cluster.Pods, pod); err != nil {
+			return err
+		}
+		pod.Status = cluster.PodStatus(p, n.IP.String(), now)
+		if err := c.UpdateStatus(ctx, cluster.Pods, pod); err != nil {
+			return err
+		}
+		if p.Terminating {
+			if err := c.Delete(ctx, cluster.Pods, p.Namespace, p.Name, &terminatingGrace); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// publishPods writes the pod changes from before to after into the API server.
+func (k *kubelet) publishPods(ctx context.Context, before, after *topology.Topology) error {
+	c := k.cp.client
+	old := map[string]topology.Pod{}
+	for _, p := range before.Pods {
+		old[p.Key()] = p
+	}
+	var added []topology.Pod
+	for _, p := range after.Pods {
+		prev, ok := old[p.Key()]
+		delete(old, p.Key())
+		switch {
+		case !ok:
+			added = append(added, p)
+		case reflect.DeepEqual(prev, p):
+		default:
+			if err := k.updatePod(ctx, after, prev, p); err != nil {
+				return err
+			}
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(old)) {
+		p := old[key]
+		if err := c.Delete(ctx, cluster.Pods, p.Namespace, p.Name, new(int64)); err != nil {
+			return err
+		}
+	}
+	return k.writePods(ctx, after, added)
+}
+
+// updatePod writes a pod's new labels, readiness or termination; its node is
+// looked up in t.
+func (k *kubelet) updatePod(ctx context.Context, t *topology.Topology, prev, p topology.Pod) error {
+	c := k.cp.client
+	var pod corev1.Pod
+	if err := c.Get(ctx, cluster.Pods, p.Namespace, p.Name, &pod); err != nil {
+		return err
+	}
+	if !maps.Equal(prev.Labels, p.Labels) {
+		pod.Labels = p.Labels
+		if err := c.Update(ctx, cluster.Pods, &pod); err != nil {
+			return err
+		}
+	}
+	if prev.Ready != p.Ready {
+		n, _ := t.Node(p.Node)
+		status := cluster.PodStatus(p, n.IP.String(), time.Now())
+		keepRestartCounts(&status, pod.Status)
+		pod.Status = status
+		if err := c.UpdateStatus(ctx, cluster.Pods, &pod); err != nil {
+			return err
+		}
+	}
+	if p.Terminating && !prev.Terminating {
+		return c.Delete(ctx, cluster.Pods, p.Namespace, p.Name, &terminatingGrace)
+	}
+	if prev.Terminating && !p.Terminating {
+		return fmt.Errorf("pod %s: a pod being deleted cannot be undeleted", p.Key())
+	}
+	return nil
+}
 
 // What a kubelet and its container runtime give a pod's containers besides the
 // network: the service environment variables (pkg/kubelet/envvars) and, with the
@@ -55,17 +161,18 @@ func podDir(dir, id, pod string) string { return filepath.Join(record.RunDir(dir
 // writePodFiles writes each pod's environment and, in a lab with cluster DNS,
 // its resolv.conf, from the Services the cluster has now: the API server's with
 // a control plane (the kubernetes Service among them), else the topology's.
-func (l *Lab) writePodFiles(pods []topology.Pod) error {
+func (k *kubelet) writePodFiles(pods []topology.Pod) error {
 	var svcs []corev1.Service
-	if l.cp != nil {
+	t := k.host.snapshot()
+	if k.cp != nil {
 		var err error
-		if svcs, err = l.cp.watch.Services(); err != nil {
+		if svcs, err = k.cp.watch.Services(); err != nil {
 			return err
 		}
 	} else {
-		svcs = l.Topology().Services
+		svcs = t.Services
 	}
-	dns := l.Topology().DNS
+	dns := t.DNS
 	var host []string
 	if dns != nil {
 		var err error
@@ -74,7 +181,7 @@ func (l *Lab) writePodFiles(pods []topology.Pod) error {
 		}
 	}
 	for _, p := range pods {
-		d := podDir(l.dir, l.ID, p.Name)
+		d := podDir(k.dir, k.id, p.Name)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return fmt.Errorf("pod %s: %w", p.Key(), err)
 		}
@@ -93,8 +200,8 @@ func (l *Lab) writePodFiles(pods []topology.Pod) error {
 }
 
 // removePodFiles removes a deleted pod's files.
-func (l *Lab) removePodFiles(pod string) error {
-	return os.RemoveAll(podDir(l.dir, l.ID, pod))
+func (k *kubelet) removePodFiles(pod string) error {
+	return os.RemoveAll(podDir(k.dir, k.id, pod))
 }
 
 // ServiceEnv is the service environment of a container in namespace ns, as
@@ -204,8 +311,10 @@ func hostSearches(path string) ([]string, error) {
 
 // PodResolvConf is the resolv.conf the lab wrote for a pod, nil when the pod
 // keeps the host's (no cluster DNS, or a CoreDNS pod).
-func (l *Lab) PodResolvConf(pod string) ([]byte, error) {
-	b, err := os.ReadFile(filepath.Join(podDir(l.dir, l.ID, pod), podResolvConfFile))
+func (l *Lab) PodResolvConf(pod string) ([]byte, error) { return l.kubelet.resolvConf(pod) }
+
+func (k *kubelet) resolvConf(pod string) ([]byte, error) {
+	b, err := os.ReadFile(filepath.Join(podDir(k.dir, k.id, pod), podResolvConfFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

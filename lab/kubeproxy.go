@@ -8,10 +8,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svclab/svclab/lab/internal/fanout"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
-	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -44,36 +44,55 @@ type kubeProxy struct {
 	ns   *namespaces.NS
 }
 
-// startKubeProxies starts kube-proxy in every node and waits for each one's
-// first sync.
-func (l *Lab) startKubeProxies(ctx context.Context) error {
-	return forEach(ctx, l.parallel(), l.topo.Nodes, func(ctx context.Context, n topology.Node) error {
-		kp, err := l.startKubeProxy(ctx, n)
-		if err != nil {
-			return fmt.Errorf("node %s: %w", n.Name, err)
-		}
-		l.mu.Lock()
-		l.proxiers[n.Name] = kp
-		l.mu.Unlock()
-		return nil
-	})
+// startKubeProxies starts kube-proxy in every node, beside the rest of the
+// control plane's start, and waits for each one's first sync; start returns
+// the outcome.
+func (p *proxies) startKubeProxies(ctx context.Context) {
+	ctx, p.cancelStart = context.WithCancel(ctx)
+	p.started, p.starting = make(chan error, 1), make(chan struct{})
+	go func() {
+		defer close(p.starting)
+		p.started <- fanout.Each(ctx, p.parallel, p.host.snapshot().Nodes, func(ctx context.Context, n topology.Node) error {
+			kp, err := p.startKubeProxy(ctx, n)
+			if err != nil {
+				return fmt.Errorf("node %s: %w", n.Name, err)
+			}
+			p.mu.Lock()
+			p.proxiers[n.Name] = kp
+			p.mu.Unlock()
+			return nil
+		})
+	}()
 }
 
-func (l *Lab) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, error) {
-	backend := l.config.Backend
+// stopStarting stops the start of the kube-proxies and waits for it, so that
+// every process started is known to the components when they stop.
+func (p *proxies) stopStarting() {
+	if p.starting != nil {
+		p.cancelStart()
+		<-p.starting
+	}
+}
+
+func (p *proxies) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, error) {
+	backend := p.config.Backend
 	if backend == "" {
-		backend = l.mode.VariantOf(l.config).Backend
+		backend = p.mode.VariantOf(p.config).Backend
 	}
 	// A DaemonSet's pod: its kubelet restarts it.
-	c, err := l.runKubeProxy(ctx, n, l.mode, backend, *l.opts.KubeProxy, true)
+	c, err := p.runKubeProxy(ctx, n, p.mode, backend, *p.kubeProxy, true)
 	if err != nil {
 		return nil, err
 	}
-	ns, err := namespaces.Open(l.members[n.Name].NetNS)
+	m, err := p.host.Member(n.Name)
 	if err != nil {
 		return nil, err
 	}
-	return &kubeProxy{comp: c, mode: l.mode, cfg: l.config, node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, ns: ns}, nil
+	ns, err := namespaces.Open(m.NetNS)
+	if err != nil {
+		return nil, err
+	}
+	return &kubeProxy{comp: c, mode: p.mode, cfg: p.config, node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, ns: ns}, nil
 }
 
 // KubeProxyRun is one kube-proxy a caller runs on a node (StartKubeProxy).
@@ -96,11 +115,15 @@ type KubeProxyRun struct {
 // it, and the lab's Down stops it if the caller has not; it is the caller's,
 // so the lab does not restart it.
 func (l *Lab) StartKubeProxy(ctx context.Context, r KubeProxyRun) (*kube.Process, error) {
-	if l.cp == nil {
-		return nil, fmt.Errorf("lab %s has no control plane for kube-proxy to follow", l.ID)
+	return l.proxies.startOwn(ctx, r)
+}
+
+func (p *proxies) startOwn(ctx context.Context, r KubeProxyRun) (*kube.Process, error) {
+	if p.cp == nil {
+		return nil, fmt.Errorf("lab %s has no control plane for kube-proxy to follow", p.id)
 	}
-	if l.mode.Name != "" {
-		return nil, fmt.Errorf("lab %s: its nodes are programmed in mode %s already", l.ID, l.mode.Name)
+	if p.mode.Name != "" {
+		return nil, fmt.Errorf("lab %s: its nodes are programmed in mode %s already", p.id, p.mode.Name)
 	}
 	m, err := proxy.Lookup(r.Mode)
 	if err != nil {
@@ -109,17 +132,15 @@ func (l *Lab) StartKubeProxy(ctx context.Context, r KubeProxyRun) (*kube.Process
 	if err := m.Available(); err != nil {
 		return nil, fmt.Errorf("mode %s: %w", m.Name, err)
 	}
-	l.mu.Lock()
-	n, ok := l.topo.Node(r.Node)
-	l.mu.Unlock()
+	n, ok := p.host.snapshot().Node(r.Node)
 	if !ok {
-		return nil, fmt.Errorf("lab %s has no node %q", l.ID, r.Node)
+		return nil, fmt.Errorf("lab %s has no node %q", p.id, r.Node)
 	}
 	backend := r.Backend
 	if backend == "" {
 		backend = m.VariantOf(proxy.Config{}).Backend
 	}
-	c, err := l.runKubeProxy(ctx, n, m, backend, r.KubeProxyOptions, false)
+	c, err := p.runKubeProxy(ctx, n, m, backend, r.KubeProxyOptions, false)
 	if err != nil {
 		return nil, err
 	}
@@ -129,15 +150,15 @@ func (l *Lab) StartKubeProxy(ctx context.Context, r KubeProxyRun) (*kube.Process
 // runKubeProxy starts kube-proxy in mode m on node n, writing iptables rules
 // (iptables and IPVS modes) with the given xtables backend, and waits for its
 // first sync; with restart, the lab restarts it after a death.
-func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, backend string, o KubeProxyOptions, restart bool) (*supervise.Component, error) {
-	l.mu.Lock()
-	netns := l.members[n.Name].NetNS
-	l.mu.Unlock()
-	dir := record.RunDir(l.dir, l.ID)
-	cfgFile := filepath.Join(dir, "kube-proxy-"+n.Name+".yaml")
-	err := kube.WriteProxyConfig(cfgFile, kube.ProxyConfig{
-		Mode: m.Name, ClusterCIDR: l.topo.ClusterCIDR, NodeName: n.Name, NodeIP: n.IP,
-		Kubeconfig: l.cp.kubeconfig, MinSyncPeriod: o.MinSyncPeriod, Fragment: o.Fragment,
+func (p *proxies) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, backend string, o KubeProxyOptions, restart bool) (*supervise.Component, error) {
+	mem, err := p.host.Member(n.Name)
+	if err != nil {
+		return nil, err
+	}
+	cfgFile := filepath.Join(p.runDir, "kube-proxy-"+n.Name+".yaml")
+	err = kube.WriteProxyConfig(cfgFile, kube.ProxyConfig{
+		Mode: m.Name, ClusterCIDR: p.host.snapshot().ClusterCIDR, NodeName: n.Name, NodeIP: n.IP,
+		Kubeconfig: p.cp.kubeconfig, MinSyncPeriod: o.MinSyncPeriod, Fragment: o.Fragment,
 	})
 	if err != nil {
 		return nil, err
@@ -147,29 +168,31 @@ func (l *Lab) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, b
 		backend = ""
 	}
 	pc := kube.ProxyProcessConfig{
-		Name: "kube-proxy " + n.Name, Netns: netns, ConfigFile: cfgFile, Binary: o.Binary,
-		IPTablesBackend: backend, RunDir: dir, LogFile: l.logFile("kube-proxy-" + n.Name),
+		Name: "kube-proxy " + n.Name, Netns: mem.NetNS, ConfigFile: cfgFile, Binary: o.Binary,
+		IPTablesBackend: backend, RunDir: p.runDir, LogFile: p.comps.logFile("kube-proxy-" + n.Name),
 	}
-	p, err := kube.StartProxy(l.cp.binary, pc)
+	proc, err := kube.StartProxy(p.cp.binary, pc)
 	if err != nil {
 		return nil, err
 	}
 	var again supervise.Restart
 	if restart {
-		again = func() (*kube.Process, error) { return kube.StartProxy(l.cp.binary, pc) }
+		again = func() (*kube.Process, error) { return kube.StartProxy(p.cp.binary, pc) }
 	}
-	c, err := l.addComponent(p, "kube-proxy on "+n.Name, again)
+	c, err := p.comps.add(proc, "kube-proxy on "+n.Name, again)
 	if err != nil {
 		return nil, err
 	}
-	took, err := kube.WaitProxy(ctx, p, n.IP)
+	took, err := kube.WaitProxy(ctx, proc, n.IP)
 	if err != nil {
 		// A kube-proxy that never made its first sync must not go on
 		// programming the node under whatever runs there next.
-		return nil, errors.Join(err, p.Stop(context.Background()))
+		return nil, errors.Join(err, proc.Stop(context.Background()))
 	}
-	l.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", l.ID, m.Name, n.Name, took.Round(time.Millisecond))
-	l.phase("kube-proxy on "+n.Name+": first sync", p.Started)
+	p.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", p.id, m.Name, n.Name, took.Round(time.Millisecond))
+	if p.phase != nil {
+		p.phase("kube-proxy on "+n.Name+": first sync", proc.Started)
+	}
 	return c, nil
 }
 

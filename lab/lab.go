@@ -15,18 +15,17 @@ import (
 	"io"
 	"net/netip"
 	"os"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/network"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
-	"github.com/svclab/svclab/lab/traffic"
 	"github.com/svclab/svclab/lab/version"
 )
 
@@ -64,6 +63,12 @@ type Options struct {
 }
 
 // Lab is a running lab. Its methods are safe for concurrent use.
+//
+// A Lab assembles its parts and keeps their lifecycle: the ledger of its
+// members and record, the network (package network), the pods' sandboxes, the
+// control plane, cluster DNS, load balancing, the supervision of its
+// components, and the proxies. Each part keeps its own state; the parts reach
+// the lab through the small interfaces they declare, not through Lab.
 type Lab struct {
 	ID    string
 	RunID string
@@ -72,30 +77,38 @@ type Lab struct {
 	mode   proxy.Mode
 	config proxy.Config
 	dir    string
-	record *record.Lab
+	// parallel bounds how many namespaces are set up at once.
+	parallel int
+	// logf writes a one-line progress message to Options.Log.
+	logf func(format string, args ...any)
+
+	// ledger holds the members and the record; net builds the namespaces
+	// and links; pods are the pods' sandboxes.
+	ledger *ledger
+	net    *network.Network
+	pods   *sandboxes
 	// cp is the control plane, nil without one; components are the processes
-	// the lab started, in order.
+	// the lab started; kubelet plays the kubelet's role for the pods; proxies
+	// program the nodes. They reach the lab as their host (lab/host.go).
 	cp         *controlPlane
-	components []*supervise.Component
+	components *components
+	kubelet    *kubelet
+	proxies    *proxies
 	// supervisor watches the components, and restarts those a kubelet would.
 	supervisor *supervise.Supervisor
-	// dns is the running cluster DNS, nil without one.
+	// dns is the cluster DNS, nil without one.
 	dns *clusterDNS
 	// timings are the phases of Up, for `svclab up --timings`.
 	timings *timings
+	lbs     *loadBalancing
 
 	// changeMu serialises topology changes and the syncs that follow them; mu
-	// guards the fields below for short reads and writes.
+	// guards the fields below for short reads and writes. The lock order is
+	// changeMu, then mu, then a part's own lock; see docs/design.md.
 	changeMu sync.Mutex
 	mu       sync.Mutex
 	topo     *topology.Topology
-	members  map[string]*member.Member
-	proxiers map[string]proxy.Proxier
-	health   map[string]*proxy.HealthServer
-	servers  map[string]*traffic.Server
-	ports    []proxy.ServicePort
 	down     bool
-	lbs      loadBalancing
 }
 
 // Up builds the lab described by t and returns it running. On any error, on ctx's
@@ -123,7 +136,7 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 			l = nil
 		}
 	}()
-	if err := record.Write(l.dir, l.record); err != nil {
+	if err := l.ledger.write(); err != nil {
 		return l, err
 	}
 	if err := os.MkdirAll(record.RunDir(l.dir, l.ID), 0o755); err != nil {
@@ -137,70 +150,115 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		}
 	}
 	start := time.Now()
-	if err := l.build(ctx); err != nil {
+	if err := l.net.Build(ctx, l.topo); err != nil {
+		return l, err
+	}
+	if err := l.lbs.route(l.Topology()); err != nil {
 		return l, err
 	}
 	l.phase(phaseBuild, start)
 	l.logf("lab %s: %d nodes, %d pods, %d clients up in %s", l.ID, len(t.Nodes), len(t.Pods), len(t.Clients), time.Since(start).Round(time.Millisecond))
-	if l.topo.ControlPlane != nil {
-		if err := l.startControlPlane(ctx); err != nil {
+	if l.dns != nil {
+		// A kubelet reports a CoreDNS pod not ready until its readiness
+		// probe passes: so does the topology before it reaches the API server.
+		l.mu.Lock()
+		next, err := coreDNSStarting(l.topo)
+		if err == nil {
+			l.topo = next
+		}
+		l.mu.Unlock()
+		if err != nil {
 			return l, err
 		}
-		if l.topo.DNS != nil {
-			if err := l.startDNS(ctx); err != nil {
+	}
+	if l.cp != nil {
+		began := time.Now()
+		if err := l.cp.startAPIServer(ctx); err != nil {
+			return l, err
+		}
+		l.phase(phaseAPIServer, began)
+		// kube-proxy needs its Node (its address) and nothing else to start;
+		// its first sync takes seconds, which the rest of the lab's objects
+		// need not wait for.
+		if l.opts.KubeProxy != nil {
+			l.proxies.startKubeProxies(ctx)
+		}
+		if err := l.cp.startControllers(); err != nil {
+			return l, err
+		}
+		began = time.Now()
+		if err := l.cp.applyTopology(ctx, l.kubelet.writePods); err != nil {
+			return l, err
+		}
+		l.phase(phaseTopology, began)
+		if l.dns != nil {
+			began = time.Now()
+			if err := l.dns.start(ctx, l.Topology()); err != nil {
 				return l, err
 			}
+			l.phase(phaseDNSAnswers, began)
+			began = time.Now()
+			if err := l.change(ctx, l.dns.ready, nil); err != nil {
+				return l, err
+			}
+			l.phase(phaseDNSReady, began)
 		}
 	}
 	if l.mode.Name != "" {
-		if err := l.startProxiers(ctx); err != nil {
+		began := time.Now()
+		if err := l.proxies.start(); err != nil {
 			return l, err
 		}
+		began2 := time.Now()
+		if err := l.Sync(ctx); err != nil {
+			return l, err
+		}
+		l.phase(phaseProxiesStarted, began)
+		l.phase(phaseProgrammed, began2)
 	}
-	if err := l.startLoadBalancers(); err != nil {
+	if err := l.lbs.start(l.Topology()); err != nil {
 		return l, err
 	}
 	if !o.NoServers {
 		began := time.Now()
-		if err := l.startServers(ctx, l.topo.Pods); err != nil {
+		if err := l.pods.serve(ctx, l.topo.Pods); err != nil {
 			return l, err
 		}
 		l.phase(phaseServers, began)
 	}
-	if err := l.writePodFiles(l.topo.Pods); err != nil {
+	if err := l.kubelet.writePodFiles(l.topo.Pods); err != nil {
 		return l, err
 	}
-	if err := l.recordServices(); err != nil {
+	// The Services the lab came up with, for `svclab inspect`.
+	ports := l.proxies.servicePorts()
+	if err := l.ledger.update(func(r *record.Lab) { r.Services = ServiceRecords(ports) }); err != nil {
 		return l, err
 	}
 	if l.cp != nil && l.mode.Name != "" {
-		l.cp.following = make(chan struct{})
-		go func() {
-			defer close(l.cp.following)
-			l.follow(l.cp.watchCtx)
-		}()
+		l.cp.follow(&l.changeMu, l.Sync)
 	}
-	l.startDNSProbes()
+	l.dns.startProbes()
 	// Up reports a lab whole or not at all: a namespace that vanished while
 	// the lab came up (removed from outside) fails it.
-	if err := l.checkWhole(); err != nil {
+	if err := checkWhole(l.ID, l.Members()); err != nil {
 		return l, err
 	}
 	l.phase(phaseUp, l.timings.start)
 	return l, l.recordTimings()
 }
 
-// checkWhole fails, naming them, when any of the lab's namespaces is gone.
-func (l *Lab) checkWhole() error {
+// checkWhole fails, naming them, when any of the namespaces of lab id's
+// members is gone.
+func checkWhole(id string, members []record.Member) error {
 	var gone []string
-	for _, m := range l.Members() {
+	for _, m := range members {
 		if !namespaces.Exists(m.NetNS) {
 			gone = append(gone, m.NetNS)
 		}
 	}
 	if len(gone) > 0 {
 		return fmt.Errorf("lab %s is not whole: %d of its %d namespaces vanished while it came up (%s); something removed them from outside",
-			l.ID, len(gone), len(l.members), strings.Join(gone, ", "))
+			id, len(gone), len(members), strings.Join(gone, ", "))
 	}
 	return nil
 }
@@ -211,75 +269,67 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 		return nil, err
 	}
 	l := &Lab{
-		opts: o, topo: t, dir: o.RecordDir, mode: m,
-		members:  map[string]*member.Member{},
-		proxiers: map[string]proxy.Proxier{},
-		health:   map[string]*proxy.HealthServer{},
-		servers:  map[string]*traffic.Server{},
-		timings:  &timings{start: time.Now()},
+		opts: o, topo: t, dir: o.RecordDir, mode: m, config: c, parallel: o.Parallel, logf: logTo(o.Log),
 	}
 	if l.dir == "" {
 		l.dir = record.DefaultDir
 	}
-	l.supervisor = supervise.New(supervise.Events{Died: l.componentDied, Restarted: l.componentRestarted, RestartFailed: l.componentRestartFailed})
-	l.config = c
+	if l.parallel <= 0 {
+		l.parallel = 8
+	}
 	l.RunID = o.RunID
 	if l.RunID == "" {
 		l.RunID = NewRunID()
 	}
 	l.ID = labID(t.Name, l.RunID)
-	l.addMember(fabricMember, member.KindFabric, netip.Addr{}, "")
+	l.ledger = &ledger{lab: t.Name, run: l.RunID, dir: l.dir, rec: &record.Lab{ID: l.ID, Name: t.Name, RunID: l.RunID, Source: t.Source, Mode: o.Mode,
+		Created: time.Now(), Owner: record.Self(), Backend: o.Proxy.Backend, KubeProxy: o.KubeProxy != nil}}
+	// No one else has the ledger yet: its lock is not needed.
+	l.ledger.addLocked(network.Fabric, member.KindFabric, netip.Addr{}, "")
 	if cp := t.ControlPlane; cp != nil {
-		l.addMember(cp.Name, member.KindControlPlane, cp.IP, "")
+		l.ledger.addLocked(cp.Name, member.KindControlPlane, cp.IP, "")
 	}
 	for _, n := range t.Nodes {
-		l.addMember(n.Name, member.KindNode, n.IP, "")
+		l.ledger.addLocked(n.Name, member.KindNode, n.IP, "")
 	}
 	for _, c := range t.Clients {
-		l.addMember(c.Name, member.KindClient, c.IP, "")
+		l.ledger.addLocked(c.Name, member.KindClient, c.IP, "")
 	}
 	for _, lb := range t.LoadBalancers {
-		l.addMember(lb.Name, member.KindLoadBalancer, lb.IP, "")
+		l.ledger.addLocked(lb.Name, member.KindLoadBalancer, lb.IP, "")
 	}
 	for _, p := range t.Pods {
-		l.addMember(p.Name, member.KindPod, p.IP, p.Node)
+		l.ledger.addLocked(p.Name, member.KindPod, p.IP, p.Node)
 	}
-	l.record = &record.Lab{ID: l.ID, Name: t.Name, RunID: l.RunID, Source: t.Source, Mode: o.Mode, Created: time.Now(), Owner: record.Self(),
-		Backend: o.Proxy.Backend, KubeProxy: o.KubeProxy != nil}
-	l.record.Members = l.memberRecords()
+	l.ledger.rec.Members = l.ledger.recordsLocked()
+	l.net = network.New(l.ledger, l.RunID, l.parallel)
+	l.pods = &sandboxes{members: l.ledger, net: l.net, parallel: l.parallel}
+	l.lbs = &loadBalancing{lab: l.ID, members: l.ledger, net: l.net}
+	runDir := record.RunDir(l.dir, l.ID)
+	l.components = &components{rec: l.ledger, runDir: runDir}
+	if t.ControlPlane != nil && t.DNS != nil {
+		l.dns = &clusterDNS{lab: l, id: l.ID, domain: t.DNS.Domain, runDir: runDir, parallel: l.parallel, logf: l.logf, comps: l.components, changes: &l.changeMu}
+	}
+	sv := &supervision{id: l.ID, logf: l.logf, record: l.ledger, dns: l.dns}
+	l.supervisor = supervise.New(sv.events())
+	l.components.supervisor = l.supervisor
+	if t.ControlPlane != nil {
+		l.cp = &controlPlane{host: l, rec: l.ledger, logf: l.logf, comps: l.components, id: l.ID, name: t.Name, runDir: runDir, kubeBinary: o.KubeBinary, log: o.Log}
+	}
+	l.kubelet = &kubelet{host: l, dir: l.dir, id: l.ID, cp: l.cp}
+	l.timings = &timings{start: time.Now()}
+	l.proxies = &proxies{host: l, logf: l.logf, phase: l.phase, id: l.ID, mode: m, config: c, runDir: runDir, parallel: l.parallel, kubeProxy: o.KubeProxy,
+		cp: l.cp, comps: l.components, proxiers: map[string]proxy.Proxier{}, health: map[string]*proxy.HealthServer{}}
 	return l, nil
 }
 
-func (l *Lab) addMember(name, kind string, ip netip.Addr, node string) *member.Member {
-	m := &member.Member{Name: name, Kind: kind, NetNS: namespaceName(l.topo.Name, name, l.RunID), IP: ip, Node: node}
-	l.members[name] = m
-	return m
-}
-
-func (l *Lab) memberRecords() []record.Member {
-	recs := make([]record.Member, 0, len(l.members))
-	for _, m := range l.members {
-		r := record.Member{Name: m.Name, Kind: m.Kind, NetNS: m.NetNS, Node: m.Node}
-		if m.IP.IsValid() {
-			r.IP = m.IP.String()
+// logTo is a printf of one-line messages to w, which may be nil: then it
+// prints nothing.
+func logTo(w io.Writer) func(format string, args ...any) {
+	return func(format string, args ...any) {
+		if w != nil {
+			fmt.Fprintf(w, format+"\n", args...)
 		}
-		recs = append(recs, r)
-	}
-	sort.Slice(recs, func(i, j int) bool {
-		if recs[i].Kind != recs[j].Kind {
-			return kindOrder[recs[i].Kind] < kindOrder[recs[j].Kind]
-		}
-		return recs[i].Name < recs[j].Name
-	})
-	return recs
-}
-
-// kindOrder lists members the way `svclab up` prints them.
-var kindOrder = map[string]int{member.KindFabric: 0, member.KindControlPlane: 1, member.KindLoadBalancer: 2, member.KindNode: 3, member.KindClient: 4, member.KindPod: 5}
-
-func (l *Lab) logf(format string, args ...any) {
-	if l.opts.Log != nil {
-		fmt.Fprintf(l.opts.Log, format+"\n", args...)
 	}
 }
 
@@ -291,32 +341,23 @@ func (l *Lab) Down() error {
 	// The components it stops are no deaths and are not restarted; what the
 	// supervisor does is over when Close returns, which must not wait on mu.
 	l.supervisor.Close()
-	dnsErr := l.stopDNS()
-	l.stopFollowing()
-	// The balancers next, outside mu: they take it to look the lab up.
-	lbErr := l.stopLoadBalancers()
+	dnsErr := l.dns.stop()
+	l.proxies.stopStarting()
+	if l.cp != nil {
+		l.cp.stopFollowing()
+	}
+	// The balancers next, outside mu: they take the ledger's lock to look
+	// their members up.
+	lbErr := l.lbs.stop()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down {
 		return nil
 	}
 	l.down = true
-	for _, s := range l.servers {
-		s.Close()
-	}
-	for _, h := range l.health {
-		h.Close()
-	}
-	errs := []error{lbErr, dnsErr}
-	for _, p := range l.proxiers {
-		errs = append(errs, p.Close())
-	}
-	errs = append(errs, l.stopComponents())
-	names := make([]string, 0, len(l.members))
-	for _, m := range l.members {
-		names = append(names, m.NetNS)
-	}
-	errs = append(errs, deleteNamespaces(names, l.parallel()))
+	names := l.ledger.close()
+	l.pods.close()
+	errs := []error{lbErr, dnsErr, l.proxies.close(), l.components.stop(), l.net.Delete(names)}
 	if err := errors.Join(errs...); err != nil {
 		// Keep the record so that `svclab clean` can finish the job.
 		return fmt.Errorf("lab %s: down: %w", l.ID, err)
@@ -324,34 +365,14 @@ func (l *Lab) Down() error {
 	return record.Remove(l.dir, l.ID)
 }
 
-func (l *Lab) parallel() int {
-	if l.opts.Parallel > 0 {
-		return l.opts.Parallel
-	}
-	return 8
-}
-
 // Name is the topology's name.
 func (l *Lab) Name() string { return l.topo.Name }
 
 // Member returns the member called name.
-func (l *Lab) Member(name string) (*member.Member, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m, ok := l.members[name]
-	if !ok {
-		return nil, fmt.Errorf("lab %s has no member %q", l.ID, name)
-	}
-	c := *m
-	return &c, nil
-}
+func (l *Lab) Member(name string) (*member.Member, error) { return l.ledger.Member(name) }
 
 // Members lists every member, fabric first, then nodes, clients and pods.
-func (l *Lab) Members() []record.Member {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.memberRecords()
-}
+func (l *Lab) Members() []record.Member { return l.ledger.Members() }
 
 // Topology returns a copy of the lab's current topology.
 func (l *Lab) Topology() *topology.Topology {
@@ -367,17 +388,7 @@ func (l *Lab) ProxyConfig() proxy.Config { return l.config }
 func (l *Lab) Mode() string { return l.mode.Name }
 
 // ServicePorts returns the state last programmed into the nodes.
-func (l *Lab) ServicePorts() []proxy.ServicePort {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]proxy.ServicePort(nil), l.ports...)
-}
-
-func deleteNamespaces(names []string, parallel int) error {
-	return forEach(context.Background(), parallel, names, func(_ context.Context, name string) error {
-		return namespaces.Delete(name)
-	})
-}
+func (l *Lab) ServicePorts() []proxy.ServicePort { return l.proxies.servicePorts() }
 
 // ConfigOf is the proxy configuration of topology t under options o: o.Proxy,
 // with the mode, the kube-proxy release, the cluster CIDR and the service range

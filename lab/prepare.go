@@ -37,7 +37,7 @@ func Prepare(t *topology.Topology, o Options) (*topology.Topology, proxy.Mode, p
 	if o.KubeProxy == nil {
 		// svclab's proxiers refuse what they do not reproduce; the real
 		// kube-proxy takes its whole configuration.
-		if err := c.Validate(); err != nil {
+		if err := c.Validate(m.Section); err != nil {
 			return nil, proxy.Mode{}, proxy.Config{}, err
 		}
 	}

@@ -37,18 +37,5 @@ func endpointString(e proxy.Endpoint) string {
 	return e.String()
 }
 
-// recordServices keeps the Services the lab came up with in its record, for
-// `svclab inspect`.
-func (l *Lab) recordServices() error {
-	l.mu.Lock()
-	l.record.Services = ServiceRecords(l.ports)
-	l.mu.Unlock()
-	return record.Write(l.dir, l.record)
-}
-
 // Record is what the lab has written about itself.
-func (l *Lab) Record() record.Lab {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return *l.record
-}
+func (l *Lab) Record() record.Lab { return l.ledger.record() }

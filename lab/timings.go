@@ -15,17 +15,15 @@ import (
 
 // Phase names that the lab records more than once take the member's name.
 const (
-	phaseBuild      = "namespaces and links"
-	phaseBinary     = "component binary checked"
-	phasePKI        = "PKI"
-	phaseAPIServer  = "kube-apiserver ready"
-	phaseNodes      = "Nodes written"
-	phaseTopology   = "topology applied (namespaces, service accounts, Pods, Services)"
-	phaseSlices     = "EndpointSlices as the topology computes them"
-	phaseProgrammed = "every node programmed"
-	phaseDNSReady   = "CoreDNS pods reported ready"
-	phaseServers    = "pod servers"
-	phaseUp         = "lab up"
+	phaseBuild          = "namespaces and links"
+	phaseAPIServer      = "component binary, PKI, kube-apiserver ready, Nodes written"
+	phaseTopology       = "topology applied (namespaces, service accounts, Pods, Services)"
+	phaseDNSAnswers     = "CoreDNS started, every replica answering"
+	phaseDNSReady       = "CoreDNS pods reported ready, nodes synced"
+	phaseProxiesStarted = "proxies started (each kube-proxy's first sync), every node programmed"
+	phaseProgrammed     = "every node programmed"
+	phaseServers        = "pod servers"
+	phaseUp             = "lab up"
 )
 
 // timings are the phases recorded since start.
@@ -36,10 +34,6 @@ type timings struct {
 	// done is set when Up has returned: later syncs are the lab's changes,
 	// not its start.
 	done bool
-	// controllers is when the controller manager started: the EndpointSlices
-	// are its work from then on.
-	controllers time.Time
-	slicesSeen  bool
 }
 
 // add records the phase called name, begun at began and ended now.
@@ -71,40 +65,12 @@ func (t *timings) finish() []record.Phase {
 // phase records a phase of the lab's start that began at began and ends now.
 func (l *Lab) phase(name string, began time.Time) { l.timings.add(name, began) }
 
-// controllersStarted notes when the controller manager started.
-func (l *Lab) controllersStarted(at time.Time) {
-	l.timings.mu.Lock()
-	defer l.timings.mu.Unlock()
-	l.timings.controllers = at
-}
-
-// slicesAgree records, the first time the API server's EndpointSlices say what
-// the topology computes, how long after the controller manager's start that
-// was.
-func (l *Lab) slicesAgree() {
-	t := l.timings
-	t.mu.Lock()
-	began, first := t.controllers, !t.slicesSeen
-	t.slicesSeen = true
-	t.mu.Unlock()
-	if first && !began.IsZero() {
-		t.add(phaseSlices, began)
-	}
-}
-
 // Timings are the phases of the lab's start, by start; empty until Up returns.
-func (l *Lab) Timings() []record.Phase {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]record.Phase(nil), l.record.Timings...)
-}
+func (l *Lab) Timings() []record.Phase { return l.ledger.record().Timings }
 
 // recordTimings ends the recording of the start's phases and writes them into
 // the lab's record.
 func (l *Lab) recordTimings() error {
 	phases := l.timings.finish()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.record.Timings = phases
-	return record.Write(l.dir, l.record)
+	return l.ledger.update(func(r *record.Lab) { r.Timings = phases })
 }

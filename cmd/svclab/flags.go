@@ -140,7 +140,7 @@ func (f *labFlags) options() (lab.Options, error) {
 			return o, fmt.Errorf("%s: %w", file.Source(), err)
 		}
 		// What svclab's proxiers refuse, a plan refuses too.
-		if err := (proxy.Config{KubeProxy: cfg}).Validate(); err != nil {
+		if err := (proxy.Config{KubeProxy: cfg}).Validate(m.Section); err != nil {
 			return o, fmt.Errorf("%s: %w", file.Source(), err)
 		}
 		cfg.IPVS.Scheduler = firstNonEmpty(f.scheduler, cfg.IPVS.Scheduler)

@@ -17,6 +17,14 @@ func TestUsageErrors(t *testing.T) {
 	if err := os.WriteFile(npa, []byte("nodePortAddresses: [\"192.168.0.0/16\"]\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	ctMax := filepath.Join(dir, "ctmax.yaml")
+	if err := os.WriteFile(ctMax, []byte("conntrack:\n  maxPerCore: 32768\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	nodeCIDR := filepath.Join(dir, "nodecidr.yaml")
+	if err := os.WriteFile(nodeCIDR, []byte("detectLocalMode: NodeCIDR\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []struct {
 		args []string
 		want []string
@@ -35,6 +43,9 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"verify", "--plan", "--proxy", "kube-proxy", "--backend", "nftt"}, []string{`backend "nftt"`}},
 		{[]string{"verify", "--plan", "--mode", "ipvs", "--scheduler", "foo"}, []string{`ipvs.scheduler "foo"`}},
 		{[]string{"verify", "--plan", "--kube-proxy-config", npa}, []string{"nodePortAddresses"}},
+		{[]string{"verify", "--plan", "--kube-proxy-config", ctMax}, []string{"conntrack.maxPerCore", "nf_conntrack_max on the host"}},
+		{[]string{"verify", "--plan", "--proxy", "kube-proxy", "--kube-proxy-config", ctMax}, []string{ctMax + ":2: conntrack.maxPerCore", "hashsize"}},
+		{[]string{"verify", "--plan", "--mode", "ipvs", "--kube-proxy-config", nodeCIDR}, []string{"detectLocalMode NodeCIDR", "in ipvs mode"}},
 		{[]string{"graph", "web", "-f", "web"}, []string{"not both"}},
 		{[]string{"graph", "--format", "png"}, []string{`--format "png"`}},
 		{[]string{"up", "--backend", "nftt"}, []string{`backend "nftt"`, "see 'svclab up --help'"}},

@@ -124,6 +124,16 @@ func parseProxyFragment(file string, data []byte) (*ProxyFragment, error) {
 		}
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
+	// svclab's maxPerCore 0 stays: any other would have kube-proxy resize the
+	// whole machine's conntrack table.
+	if v, set := lookup(fields, "conntrack.maxPerCore"); set && v != nil {
+		if n, ok := v.(int); ok {
+			n32 := int32(n)
+			if err := proxy.CheckConntrackMax(&n32); err != nil {
+				return nil, fmt.Errorf("%s: %w", at("conntrack.maxPerCore"), err)
+			}
+		}
+	}
 	return &ProxyFragment{file: file, fields: fields}, nil
 }
 

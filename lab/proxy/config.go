@@ -78,27 +78,52 @@ const (
 // Validate checks the fields svclab's proxiers read, naming the field that is
 // wrong as the configuration file spells it, and refuses settings that would
 // change kube-proxy's rules in ways svclab's proxiers do not reproduce: the real
-// kube-proxy (--proxy kube-proxy) takes them all.
-func (c Config) Validate() error {
+// kube-proxy (--proxy kube-proxy) takes them all. section is the mode's section
+// of the configuration (Mode.Section), which says which proxier will read it.
+func (c Config) Validate(section string) error {
 	k := c.KubeProxy
 	if k.ClusterCIDR != "" && !c.ClusterCIDR().IsValid() {
 		return fmt.Errorf("clusterCIDR %q: not an IPv4 CIDR", k.ClusterCIDR)
 	}
-	if m := k.DetectLocalMode; m != "" && m != localModeClusterCIDR {
-		return fmt.Errorf("detectLocalMode %s: %w", m, errNotReproduced)
+	// kube-proxy's own validation: the interface modes need their name.
+	m := string(k.DetectLocalMode)
+	switch m {
+	case "", LocalModeClusterCIDR, LocalModeNodeCIDR:
+	case LocalModeBridgeInterface:
+		if k.DetectLocal.BridgeInterface == "" {
+			return fmt.Errorf("detectLocal.bridgeInterface: must be set with detectLocalMode %s", m)
+		}
+	case LocalModeInterfaceNamePrefix:
+		if k.DetectLocal.InterfaceNamePrefix == "" {
+			return fmt.Errorf("detectLocal.interfaceNamePrefix: must be set with detectLocalMode %s", m)
+		}
+	default:
+		return fmt.Errorf("detectLocalMode %q: want %s, %s, %s or %s", m,
+			LocalModeClusterCIDR, LocalModeNodeCIDR, LocalModeBridgeInterface, LocalModeInterfaceNamePrefix)
+	}
+	if m != "" && m != LocalModeClusterCIDR {
+		// svclab's iptables proxier writes every detector since the 1.24 layout;
+		// verify's IPVS model tells pods apart by clusterCIDR only, so svclab's
+		// IPVS proxier does not take the other detectors yet.
+		if section == SectionIPVS {
+			return fmt.Errorf("detectLocalMode %s: %w in ipvs mode", m, errNotReproduced)
+		}
+		if v := c.VersionOr(); !v.AtLeast(1, 24) {
+			return fmt.Errorf("detectLocalMode %s: %w for kube-proxy %s (they do for 1.24 and later)", m, errNotReproduced, v)
+		}
+	}
+	if err := CheckConntrackMax(k.Conntrack.MaxPerCore); err != nil {
+		return fmt.Errorf("conntrack.maxPerCore: %w", err)
 	}
 	if len(k.NodePortAddresses) > 0 {
 		return fmt.Errorf("nodePortAddresses: %w", errNotReproduced)
 	}
-	if p := k.IPTables.LocalhostNodePorts; p != nil && !*p {
-		return fmt.Errorf("iptables.localhostNodePorts false: %w", errNotReproduced)
+	if v := c.VersionOr(); !c.LocalhostNodePorts() && section == SectionIPTables && !v.AtLeast(1, 27) {
+		// Before 1.27 the kubelet, not kube-proxy, kept the localnet rule.
+		return fmt.Errorf("iptables.localhostNodePorts false: %w for kube-proxy %s (they do for 1.27 and later)", errNotReproduced, v)
 	}
 	return nil
 }
-
-// localModeClusterCIDR is kube-proxy's default detectLocalMode (the type's
-// package names no values).
-const localModeClusterCIDR = "ClusterCIDR"
 
 // errNotReproduced says that a setting is kube-proxy's but svclab's proxiers do
 // not write its rules.
@@ -107,16 +132,19 @@ var errNotReproduced = errors.New("svclab's own proxiers do not reproduce it; th
 // fieldsRead are the KubeProxyConfiguration fields (dotted paths) svclab's
 // proxiers read; rulesUnaffected starts the paths of fields that leave the rules
 // kube-proxy writes alone (its API connection, logging, its own servers, its
-// sync loop, conntrack sysctls), which svclab's proxiers may leave unread.
+// sync loop), which svclab's proxiers may leave unread. svclab's proxiers set
+// the conntrack sysctls as kube-proxy does (Config.ConntrackSysctls).
 var (
 	fieldsRead = []string{
-		"apiVersion", "kind", "mode", "clusterCIDR", "detectLocalMode", "nodePortAddresses",
+		"apiVersion", "kind", "mode", "clusterCIDR", "detectLocalMode", "detectLocal.bridgeInterface", "detectLocal.interfaceNamePrefix", "nodePortAddresses",
 		"iptables.masqueradeAll", "iptables.localhostNodePorts", "nftables.masqueradeAll", "ipvs.scheduler",
+		"conntrack.maxPerCore", "conntrack.min", "conntrack.tcpEstablishedTimeout", "conntrack.tcpCloseWaitTimeout",
+		"conntrack.tcpBeLiberal", "conntrack.udpTimeout", "conntrack.udpStreamTimeout",
 	}
 	rulesUnaffected = []string{
 		"clientConnection.", "logging.", "featureGates", "hostnameOverride", "bindAddress", "healthzBindAddress",
 		"metricsBindAddress", "bindAddressHardFail", "enableProfiling", "showHiddenMetricsForVersion",
-		"oomScoreAdj", "configSyncPeriod", "conntrack.", "iptables.syncPeriod", "iptables.minSyncPeriod",
+		"oomScoreAdj", "configSyncPeriod", "iptables.syncPeriod", "iptables.minSyncPeriod",
 		"ipvs.syncPeriod", "ipvs.minSyncPeriod", "nftables.syncPeriod", "nftables.minSyncPeriod",
 	}
 )

@@ -27,11 +27,13 @@ func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 		b.declare("nat", ch, "")
 	}
 	writeMasqueradeChains(b)
-	if v.AtLeast(1, 27) {
+	if v.AtLeast(1, 27) && c.LocalhostNodePorts {
 		// NodePorts answer on 127.0.0.1 (iptables.localhostNodePorts, on by default,
 		// with nodePortAddresses unset), which takes route_localnet=1. That lets
 		// packets from elsewhere addressed to 127.0.0.0/8 in; this rule, the
 		// kubelet's before 1.27, drops them unless they belong to a DNATed flow.
+		// Without localhost NodePorts the chain stays, empty (its jumps are
+		// ensured either way).
 		b.declare("filter", xtables.ChainFirewall, "")
 		b.add("filter", xtables.ChainFirewall, "-m", "comment", "--comment", "block incoming localnet connections",
 			"-d", "127.0.0.0/8", "!", "-s", "127.0.0.0/8",
@@ -42,10 +44,15 @@ func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 		writePortCurrent(b, c, &ports[i], large, nfacct)
 	}
 
-	// Last: everything addressed to one of the node's own addresses (127.0.0.1
-	// included, as localhost NodePorts are on) goes on to the NodePorts.
-	b.add("nat", xtables.ChainServices, "-m", "comment", "--comment", "kubernetes service nodeports; NOTE: this must be the last rule in this chain",
-		"-m", "addrtype", "--dst-type", "LOCAL", "-j", xtables.ChainNodePorts)
+	// Last: everything addressed to one of the node's own addresses goes on to
+	// the NodePorts; 127.0.0.0/8 only with localhost NodePorts, as without
+	// route_localnet the kernel would not route it after the DNAT.
+	dest := []string{"-m", "addrtype", "--dst-type", "LOCAL"}
+	if !c.LocalhostNodePorts {
+		dest = append(dest, "!", "-d", "127.0.0.0/8")
+	}
+	b.add("nat", xtables.ChainServices, words([]string{"-m", "comment", "--comment", "kubernetes service nodeports; NOTE: this must be the last rule in this chain"},
+		dest, []string{"-j", xtables.ChainNodePorts})...)
 
 	if !(v.AtLeast(1, 29) && c.ConntrackTCPLiberal) {
 		// Packets conntrack calls INVALID (an out-of-window TCP segment, say) would
@@ -171,7 +178,7 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 	if sp.NodePort != 0 {
 		nodePort := strconv.Itoa(sp.NodePort)
 		if cat.HasAny {
-			if nfacct {
+			if nfacct && c.LocalhostNodePorts {
 				b.add("nat", xtables.ChainNodePorts, "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
 					"-d", "127.0.0.0/8", "--dport", nodePort,
 					"-m", "nfacct", "--nfacct-name", nfacctLocalhostNodePort, "-j", n.ext)
@@ -197,11 +204,11 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 	if hasInternal {
 		if c.MasqueradeAll {
 			b.add("nat", internalChain, words(clusterIPMatch, []string{"-j", xtables.ChainMarkMasq})...)
-		} else if c.ClusterCIDR.IsValid() {
+		} else if c.Local.Implemented() {
 			// Traffic to a ClusterIP from outside the pod network (a node, a
 			// router with a route to the service range) is masqueraded, since the
 			// endpoint may be on another node and must answer through this one.
-			b.add("nat", internalChain, words(clusterIPMatch, []string{"!", "-s", c.ClusterCIDR.String(), "-j", xtables.ChainMarkMasq})...)
+			b.add("nat", internalChain, words(clusterIPMatch, c.Local.IfNotLocal(), []string{"-j", xtables.ChainMarkMasq})...)
 		}
 	}
 
@@ -212,11 +219,11 @@ func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct
 			// the reply comes back through this one.
 			b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade traffic for "+n.portName+" external destinations", "-j", xtables.ChainMarkMasq)
 		} else {
-			if c.ClusterCIDR.IsValid() {
+			if c.Local.Implemented() {
 				// A pod reaching a NodePort or LB address is treated as if it had
 				// gone out to a load balancer and come back: no traffic policy.
-				b.add("nat", n.ext, "-m", "comment", "--comment", "pod traffic for "+n.portName+" external destinations",
-					"-s", c.ClusterCIDR.String(), "-j", n.svc)
+				b.add("nat", n.ext, words([]string{"-m", "comment", "--comment", "pod traffic for " + n.portName + " external destinations"},
+					c.Local.IfLocal(), []string{"-j", n.svc})...)
 			}
 			// The node itself talking to its own NodePort has a local source
 			// address that must not reach another node unmasqueraded.

@@ -12,10 +12,11 @@
 // SCTP ports, externalTrafficPolicy and internalTrafficPolicy, ClientIP affinity,
 // health check node ports, terminating endpoints, external IPs, load balancer
 // IPs and their loadBalancerSourceRanges (KUBE-FW- chains, KUBE-PROXY-FIREWALL;
-// from 1.24 on only), --masquerade-all, --cluster-cidr (detect-local-mode
-// ClusterCIDR), the default masquerade bit 14, localhost NodePorts on and
-// nodePortAddresses unset. Topology hints, IPv6 and other detect-local modes are
-// not modelled. The order of rules within a
+// from 1.24 on only), --masquerade-all, the local-traffic detectors (ClusterCIDR
+// for every release; NodeCIDR, BridgeInterface, InterfaceNamePrefix and none from
+// 1.24 on), the default masquerade bit 14, localhost NodePorts on or (1.27 and
+// later) off, and nodePortAddresses unset. Topology hints and IPv6 are not
+// modelled. The order of rules within a
 // chain is kube-proxy's; Services are taken in the order kube-proxy's own tests
 // sort them by (kube-proxy itself walks a Go map) and chains are listed in that
 // order too (KUBE-NODEPORTS, KUBE-SERVICES, other KUBE- chains by name).
@@ -66,8 +67,8 @@
 //     1.20 held open on every NodePort.
 //
 // Outside the rules, the proxier does what kube-proxy does around them: it sets
-// route_localnet=1 in the node (localhost NodePorts), reads
-// nf_conntrack_tcp_be_liberal there, creates the nfacct counters (1.31 and later)
+// route_localnet=1 in the node (localhost NodePorts), sets the conntrack sysctls
+// of kube-proxy's conntrack section and then reads nf_conntrack_tcp_be_liberal there, creates the nfacct counters (1.31 and later)
 // and the KUBE-PROXY-CANARY chains (1.17 and later, which kube-proxy watches to
 // notice a flush; svclab does not watch them), ensures the jumps from the built-in
 // chains, looks for stale per-Service chains with iptables-save of nat (in large

@@ -2,7 +2,6 @@ package iptables
 
 import (
 	"fmt"
-	"net/netip"
 	"sort"
 
 	"github.com/svclab/svclab/lab/proxy"
@@ -32,11 +31,14 @@ const largeClusterEndpoints = 1000
 type Config struct {
 	Version version.Version
 	Node    proxy.Node
-	// ClusterCIDR is kube-proxy's --cluster-cidr, its default way of telling pod
-	// traffic from the rest (detect-local-mode ClusterCIDR). Unset, kube-proxy
-	// cannot tell, and writes no rule that depends on it.
-	ClusterCIDR   netip.Prefix
+	// Local is kube-proxy's local-traffic detector (detectLocalMode): how its
+	// rules tell a pod's traffic from the rest. Without one kube-proxy cannot
+	// tell, and writes no rule that depends on it.
+	Local         proxy.LocalDetector
 	MasqueradeAll bool
+	// LocalhostNodePorts is iptables.localhostNodePorts: NodePorts answer on
+	// 127.0.0.1, which takes route_localnet=1 and the rule that guards it.
+	LocalhostNodePorts bool
 	// NFAcct tells that kube-proxy's nfacct counters exist in the node; kube-proxy
 	// 1.31 and later then add "-m nfacct" matches to two rules.
 	NFAcct bool
@@ -50,11 +52,12 @@ type Config struct {
 // The proxier reads the node's kernel instead.
 func ConfigFor(t proxy.Target) Config {
 	return Config{
-		Version:       t.Config.VersionOr(),
-		Node:          t.Node,
-		ClusterCIDR:   t.Config.ClusterCIDR(),
-		MasqueradeAll: t.Config.MasqueradeAll(),
-		NFAcct:        true,
+		Version:            t.Config.VersionOr(),
+		Node:               t.Node,
+		Local:              t.Config.LocalDetector(t.Node),
+		MasqueradeAll:      t.Config.MasqueradeAll(),
+		LocalhostNodePorts: t.Config.LocalhostNodePorts(),
+		NFAcct:             true,
 	}
 }
 

@@ -128,6 +128,19 @@ func goldenCases() []goldenCase {
 	masqAll := target(node1, v137)
 	masqAll.Config.KubeProxy.IPTables.MasqueradeAll = true
 	lbLocal, lbCluster, externalLocal, lbEmpty := loadBalancerPorts()
+	// The local-traffic detectors, each on a Cluster port (its masquerade rule
+	// reads IfNotLocal) and a Local one (its pod rule reads IfLocal).
+	detector := func(mode, bridge, prefix string) proxy.Target {
+		t := target(node1, v137)
+		k := &t.Config.KubeProxy
+		k.DetectLocalMode = kubeproxyconfig.LocalMode(mode)
+		k.DetectLocal.BridgeInterface, k.DetectLocal.InterfaceNamePrefix = bridge, prefix
+		return t
+	}
+	noDetector := target(node1, v137)
+	noDetector.Config.KubeProxy.ClusterCIDR = ""
+	noLocalhost := target(node1, v137)
+	noLocalhost.Config.KubeProxy.IPTables.LocalhostNodePorts = new(bool)
 
 	return []goldenCase{
 		{"web-node-1", target(node1, v137), []proxy.ServicePort{web()}},
@@ -150,6 +163,11 @@ func goldenCases() []goldenCase {
 		{"multi-port", target(node1, v137), []proxy.ServicePort{web(), https}},
 		{"masquerade-all", masqAll, []proxy.ServicePort{web()}},
 		{"load-balancers", target(node1, v137), []proxy.ServicePort{lbLocal, lbCluster, externalLocal, lbEmpty}},
+		{"detect-node-cidr", detector(proxy.LocalModeNodeCIDR, "", ""), []proxy.ServicePort{web(), local()}},
+		{"detect-bridge-interface", detector(proxy.LocalModeBridgeInterface, "cni0", ""), []proxy.ServicePort{web(), local()}},
+		{"detect-interface-prefix", detector(proxy.LocalModeInterfaceNamePrefix, "", "veth"), []proxy.ServicePort{web(), local()}},
+		{"no-detector", noDetector, []proxy.ServicePort{web(), local()}},
+		{"localhost-nodeports-off", noLocalhost, []proxy.ServicePort{web(), local()}},
 	}
 }
 

@@ -118,7 +118,7 @@ func validate(t proxy.Target) (xtables.Backend, string, error) {
 	if err := mode.CheckMethod(apply); err != nil {
 		return xtables.Backend{}, "", err
 	}
-	if err := t.Config.Validate(); err != nil {
+	if err := t.Config.Validate(proxy.SectionIPTables); err != nil {
 		return xtables.Backend{}, "", err
 	}
 	return be, apply, nil
@@ -161,9 +161,15 @@ func (p *Proxier) open() error {
 			return fmt.Errorf("go-iptables %s: %w", p.be.IPTables, err)
 		}
 	}
-	// kube-proxy reads this once at start: with the kernel's liberal TCP window
-	// tracking there are no INVALID packets to drop.
+	// kube-proxy sets its conntrack sysctls when it starts, then reads this
+	// once: with the kernel's liberal TCP window tracking there are no INVALID
+	// packets to drop.
 	return p.node.Do(func() error {
+		for _, s := range p.target.Config.ConntrackSysctls() {
+			if err := namespaces.EnsureSysctlHere(s[0], s[1]); err != nil {
+				return err
+			}
+		}
 		liberal, err := namespaces.ReadSysctlHere("net.netfilter.nf_conntrack_tcp_be_liberal")
 		if err == nil {
 			p.cfg.ConntrackTCPLiberal = liberal != "0"
@@ -308,9 +314,12 @@ func (p *Proxier) setup() error {
 	// NodePorts answer on 127.0.0.1 (kube-proxy's default): the kernel routes
 	// packets to 127.0.0.0/8 after DNAT only with route_localnet. Before 1.26
 	// kube-proxy set it unconditionally, since then whenever localhost NodePorts
-	// are on. The sysctl is per namespace: only the node's is touched.
-	if err := namespaces.EnsureSysctlHere("net.ipv4.conf.all.route_localnet", "1"); err != nil {
-		return err
+	// are on (and leaves it as it is otherwise). The sysctl is per namespace:
+	// only the node's is touched.
+	if p.cfg.LocalhostNodePorts || !p.cfg.Version.AtLeast(1, 26) {
+		if err := namespaces.EnsureSysctlHere("net.ipv4.conf.all.route_localnet", "1"); err != nil {
+			return err
+		}
 	}
 	if p.acct != nil {
 		ok := true

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svclab/svclab/lab/internal/nstest"
 	"github.com/svclab/svclab/lab/namespaces"
@@ -54,6 +55,7 @@ func newProxier(t testing.TB, path string, v version.Version, o proxy.Config) *P
 	tg := target(node1, v)
 	tg.NetNS, tg.RunDir = path, t.TempDir()
 	tg.Config.Backend, tg.Config.Method, tg.Config.NoConntrackCleanup = o.Backend, o.Method, o.NoConntrackCleanup
+	tg.Config.KubeProxy.IPTables.LocalhostNodePorts, tg.Config.KubeProxy.Conntrack = o.KubeProxy.IPTables.LocalhostNodePorts, o.KubeProxy.Conntrack
 	p, err := New(tg)
 	if err != nil {
 		t.Fatal(err)
@@ -239,6 +241,26 @@ func TestSysctls(t *testing.T) {
 	after, err := os.ReadFile(key)
 	if err != nil || string(after) != string(before) {
 		t.Errorf("the test process's own route_localnet changed from %q to %q", before, after)
+	}
+
+	// Without localhost NodePorts route_localnet stays as it was; the
+	// conntrack section's sysctls are set in the node, as kube-proxy sets them.
+	path = newNodeNS(t)
+	var c proxy.Config
+	c.KubeProxy.IPTables.LocalhostNodePorts = new(bool)
+	c.KubeProxy.Conntrack.TCPBeLiberal = true
+	c.KubeProxy.Conntrack.TCPCloseWaitTimeout = &metav1.Duration{Duration: 90 * time.Second}
+	p = newProxier(t, path, v137, c)
+	syncOK(t, p, states()[0])
+	for key, want := range map[string]string{
+		"net.ipv4.conf.all.route_localnet":                   "0",
+		"net.netfilter.nf_conntrack_tcp_be_liberal":          "1",
+		"net.netfilter.nf_conntrack_tcp_timeout_close_wait":  "90",
+		"net.netfilter.nf_conntrack_tcp_timeout_established": "86400",
+	} {
+		if got, err := namespaces.ReadSysctl(nsName(path), key); err != nil || got != want {
+			t.Errorf("node %s = %q (%v), want %s", key, got, err, want)
+		}
 	}
 }
 

@@ -99,8 +99,8 @@ func writePortXLB(b *builder, c Config, sp *proxy.ServicePort, large bool) {
 			"-m", proto, "-p", proto, "-d", clusterIP, "--dport", port}
 		if c.MasqueradeAll {
 			b.add("nat", xtables.ChainServices, words(match, []string{"-j", xtables.ChainMarkMasq})...)
-		} else if c.ClusterCIDR.IsValid() {
-			b.add("nat", xtables.ChainServices, words(match, []string{"!", "-s", c.ClusterCIDR.String(), "-j", xtables.ChainMarkMasq})...)
+		} else if c.Local.Implemented() {
+			b.add("nat", xtables.ChainServices, words(match, c.Local.IfNotLocal(), []string{"-j", xtables.ChainMarkMasq})...)
 		}
 		b.add("nat", xtables.ChainServices, words(match, []string{"-j", n.svc})...)
 	} else {
@@ -156,9 +156,9 @@ func writePortXLB(b *builder, c Config, sp *proxy.ServicePort, large bool) {
 	if !local {
 		return
 	}
-	if c.ClusterCIDR.IsValid() {
-		b.add("nat", n.xlb, "-m", "comment", "--comment", "Redirect pods trying to reach external loadbalancer VIP to clusterIP",
-			"-s", c.ClusterCIDR.String(), "-j", n.svc)
+	if c.Local.Implemented() {
+		b.add("nat", n.xlb, words([]string{"-m", "comment", "--comment", "Redirect pods trying to reach external loadbalancer VIP to clusterIP"},
+			c.Local.IfLocal(), []string{"-j", n.svc})...)
 	}
 	b.add("nat", n.xlb, "-m", "comment", "--comment", "masquerade LOCAL traffic for "+n.portName+" LB IP",
 		"-m", "addrtype", "--src-type", "LOCAL", "-j", xtables.ChainMarkMasq)

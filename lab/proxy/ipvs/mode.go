@@ -62,7 +62,7 @@ func validate(t proxy.Target) (xtables.Backend, error) {
 	if v := t.Config.Version; v != (version.Version{}) && v != version.Default {
 		return xtables.Backend{}, fmt.Errorf("ipvs mode reproduces kube-proxy %s only (asked for %s)", version.Default, v)
 	}
-	if err := t.Config.Validate(); err != nil {
+	if err := t.Config.Validate(proxy.SectionIPVS); err != nil {
 		return xtables.Backend{}, err
 	}
 	return be, nil

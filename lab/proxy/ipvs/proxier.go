@@ -101,7 +101,7 @@ func (p *Proxier) open() error {
 	if p.k.ipvs, err = libipvs.New(path); err != nil {
 		return fmt.Errorf("IPVS netlink in %s: %w", path, err)
 	}
-	return p.node.Do(func() error { return setSysctls() })
+	return p.node.Do(func() error { return setSysctls(p.target.Config.ConntrackSysctls()) })
 }
 
 // setSysctls sets what kube-proxy's NewProxier sets, in the calling thread's
@@ -112,11 +112,11 @@ func (p *Proxier) open() error {
 // kernels older than 5.9 kube-proxy also sets conn_reuse_mode=0 (the mode that
 // delayed reused source ports by a second, kubernetes#81775); since 5.9 it leaves
 // it alone. strictARP (off by default) would set arp_ignore and arp_announce; svclab
-// has no option for it.
-func setSysctls() error {
-	settings := [][2]string{
-		{"net.ipv4.vs.conntrack", "1"},
-	}
+// has no option for it. conntrack are the conntrack sysctls kube-proxy sets
+// before it makes the proxier (Config.ConntrackSysctls).
+func setSysctls(conntrack [][2]string) error {
+	settings := append([][2]string(nil), conntrack...)
+	settings = append(settings, [2]string{"net.ipv4.vs.conntrack", "1"})
 	if major, minor, ok := proxy.KernelRelease(); ok && (major < 5 || (major == 5 && minor < 9)) && (major > 4 || (major == 4 && minor >= 1)) {
 		settings = append(settings, [2]string{"net.ipv4.vs.conn_reuse_mode", "0"})
 	}

@@ -1,0 +1,90 @@
+package lab
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/svclab/svclab/lab/internal/fanout"
+	"github.com/svclab/svclab/lab/member"
+	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/network"
+	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/traffic"
+)
+
+// sandboxes is the part of a lab that holds its pods' sandboxes: the servers
+// that answer on each pod's ports, and the removal of a pod's namespace and
+// link. Its lock guards the servers and nothing else: it is taken inside
+// changeMu and Lab.mu, and nothing is called with it held.
+type sandboxes struct {
+	members  sandboxMembers
+	net      *network.Network
+	parallel int
+
+	mu      sync.Mutex
+	servers map[string]*traffic.Server
+}
+
+// sandboxMembers is what the sandboxes need of the lab's members: where each
+// lives, and to forget a pod's.
+type sandboxMembers interface {
+	Member(name string) (*member.Member, error)
+	remove(name string) error
+}
+
+// serve serves every declared port of each pod.
+func (s *sandboxes) serve(ctx context.Context, pods []topology.Pod) error {
+	return fanout.Each(ctx, s.parallel, pods, func(_ context.Context, p topology.Pod) error {
+		if len(p.Ports) == 0 || p.Component != "" {
+			return nil // a component's pod runs the component (CoreDNS)
+		}
+		m, err := s.members.Member(p.Name)
+		if err != nil {
+			return err
+		}
+		srv, err := traffic.Serve(m.NetNS, traffic.Identity{Pod: p.Name, Namespace: p.Namespace, Node: p.Node, IP: p.IP}, p.Ports)
+		if err != nil {
+			return err
+		}
+		s.mu.Lock()
+		if s.servers == nil {
+			s.servers = map[string]*traffic.Server{}
+		}
+		s.servers[p.Name] = srv
+		s.mu.Unlock()
+		return nil
+	})
+}
+
+// remove tears a pod's sandbox down: its servers, its link and its namespace,
+// and its member. Graceful closes the pod's connections first, as a server
+// that handles SIGTERM does; otherwise the pod is cut off the network while
+// its connections are open, and their peers hear nothing more.
+func (s *sandboxes) remove(pod topology.Pod, graceful bool) error {
+	s.mu.Lock()
+	srv := s.servers[pod.Name]
+	delete(s.servers, pod.Name)
+	s.mu.Unlock()
+	m, err := s.members.Member(pod.Name)
+	if err != nil {
+		return nil // never added
+	}
+	if graceful && srv != nil {
+		srv.Close()
+	}
+	errs := []error{s.net.UnplugPod(pod)}
+	if srv != nil && !graceful {
+		srv.Close()
+	}
+	return errors.Join(append(errs, namespaces.Delete(m.NetNS), s.members.remove(pod.Name))...)
+}
+
+// close closes every server.
+func (s *sandboxes) close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, srv := range s.servers {
+		srv.Close()
+	}
+}
