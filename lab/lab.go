@@ -156,7 +156,7 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err := l.lbs.route(l.Topology()); err != nil {
 		return l, err
 	}
-	l.phase(phaseBuild, start)
+	l.timings.add(phaseBuild, start)
 	l.logf("lab %s: %d nodes, %d pods, %d clients up in %s", l.ID, len(t.Nodes), len(t.Pods), len(t.Clients), time.Since(start).Round(time.Millisecond))
 	if l.dns != nil {
 		// A kubelet reports a CoreDNS pod not ready until its readiness
@@ -176,7 +176,7 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.cp.startAPIServer(ctx); err != nil {
 			return l, err
 		}
-		l.phase(phaseAPIServer, began)
+		l.timings.add(phaseAPIServer, began)
 		// kube-proxy needs its Node (its address) and nothing else to start;
 		// its first sync takes seconds, which the rest of the lab's objects
 		// need not wait for.
@@ -190,18 +190,18 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.cp.applyTopology(ctx, l.kubelet.writePods); err != nil {
 			return l, err
 		}
-		l.phase(phaseTopology, began)
+		l.timings.add(phaseTopology, began)
 		if l.dns != nil {
 			began = time.Now()
 			if err := l.dns.start(ctx, l.Topology()); err != nil {
 				return l, err
 			}
-			l.phase(phaseDNSAnswers, began)
+			l.timings.add(phaseDNSAnswers, began)
 			began = time.Now()
 			if err := l.change(ctx, l.dns.ready, nil); err != nil {
 				return l, err
 			}
-			l.phase(phaseDNSReady, began)
+			l.timings.add(phaseDNSReady, began)
 		}
 	}
 	if l.mode.Name != "" {
@@ -213,8 +213,8 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.Sync(ctx); err != nil {
 			return l, err
 		}
-		l.phase(phaseProxiesStarted, began)
-		l.phase(phaseProgrammed, began2)
+		l.timings.add(phaseProxiesStarted, began)
+		l.timings.add(phaseProgrammed, began2)
 	}
 	if err := l.lbs.start(l.Topology()); err != nil {
 		return l, err
@@ -224,7 +224,7 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.pods.serve(ctx, l.topo.Pods); err != nil {
 			return l, err
 		}
-		l.phase(phaseServers, began)
+		l.timings.add(phaseServers, began)
 	}
 	if err := l.kubelet.writePodFiles(l.topo.Pods); err != nil {
 		return l, err
@@ -243,8 +243,11 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err := checkWhole(l.ID, l.Members()); err != nil {
 		return l, err
 	}
-	l.phase(phaseUp, l.timings.start)
-	return l, l.recordTimings()
+	l.timings.add(phaseUp, l.timings.start)
+	// The start's phases go into the record, where up --timings and ls --json
+	// read them; later syncs are the lab's changes, not its start.
+	phases := l.timings.finish()
+	return l, l.ledger.update(func(r *record.Lab) { r.Timings = phases })
 }
 
 // checkWhole fails, naming them, when any of the namespaces of lab id's
@@ -318,7 +321,7 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	}
 	l.kubelet = &kubelet{host: l, dir: l.dir, id: l.ID, cp: l.cp}
 	l.timings = &timings{start: time.Now()}
-	l.proxies = &proxies{host: l, logf: l.logf, phase: l.phase, id: l.ID, mode: m, config: c, runDir: runDir, parallel: l.parallel, kubeProxy: o.KubeProxy,
+	l.proxies = &proxies{host: l, logf: l.logf, phase: l.timings.add, id: l.ID, mode: m, config: c, runDir: runDir, parallel: l.parallel, kubeProxy: o.KubeProxy,
 		cp: l.cp, comps: l.components, proxiers: map[string]proxy.Proxier{}, health: map[string]*proxy.HealthServer{}}
 	return l, nil
 }

@@ -61,16 +61,3 @@ func (t *timings) finish() []record.Phase {
 	})
 	return out
 }
-
-// phase records a phase of the lab's start that began at began and ends now.
-func (l *Lab) phase(name string, began time.Time) { l.timings.add(name, began) }
-
-// Timings are the phases of the lab's start, by start; empty until Up returns.
-func (l *Lab) Timings() []record.Phase { return l.ledger.record().Timings }
-
-// recordTimings ends the recording of the start's phases and writes them into
-// the lab's record.
-func (l *Lab) recordTimings() error {
-	phases := l.timings.finish()
-	return l.ledger.update(func(r *record.Lab) { r.Timings = phases })
-}

@@ -101,7 +101,7 @@ func runLab(t *topology.Topology, f labFlags, runID string, readyFD int, timings
 	}
 	printLab(ready, l, readyFD > 0)
 	if timings {
-		printTimings(ready, l.Timings())
+		printTimings(ready, l.Record().Timings)
 	}
 	if readyFD > 0 {
 		ready.Close()
