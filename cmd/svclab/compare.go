@@ -40,13 +40,9 @@ about. Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 			if node == "" {
 				return usage(fmt.Errorf("--node: required, the node the dump comes from"))
 			}
-			t, err := loadTopology(f.file)
+			t, o, err := f.load()
 			if err != nil {
 				return err
-			}
-			o, err := f.options()
-			if err != nil {
-				return usage(err)
 			}
 			want, err := renderNode(t, o, node)
 			if err != nil {

@@ -201,6 +201,20 @@ func (f *labFlags) args() []string {
 	return a
 }
 
+// load reads -f and the lab flags: what up, trace, rules and compare start from.
+// Both errors are the user's input.
+func (f *labFlags) load() (*topology.Topology, lab.Options, error) {
+	t, err := loadTopology(f.file)
+	if err != nil {
+		return nil, lab.Options{}, err
+	}
+	o, err := f.options()
+	if err != nil {
+		return nil, lab.Options{}, usage(err)
+	}
+	return t, o, nil
+}
+
 // loadTopology reads -f: a file on disk, else a shipped topology by name, else the
 // default.
 func loadTopology(file string) (*topology.Topology, error) {

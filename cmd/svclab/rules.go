@@ -34,13 +34,9 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 			if running != "" {
 				return installedRules(out, running, node)
 			}
-			t, err := loadTopology(f.file)
+			t, o, err := f.load()
 			if err != nil {
 				return err
-			}
-			o, err := f.options()
-			if err != nil {
-				return usage(err)
 			}
 			found := false
 			for _, n := range t.Nodes {

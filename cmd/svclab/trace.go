@@ -111,13 +111,9 @@ func countFlags(cmd *cobra.Command, names ...string) int {
 // traceThrowaway builds the lab the flags describe, traces req in it and tears
 // it down.
 func traceThrowaway(ctx context.Context, f labFlags, req trace.Request) (*trace.Trace, error) {
-	t, err := loadTopology(f.file)
+	t, o, err := f.load()
 	if err != nil {
 		return nil, err
-	}
-	o, err := f.options()
-	if err != nil {
-		return nil, usage(err)
 	}
 	l, err := lab.Up(ctx, t, o)
 	if err != nil {

@@ -43,13 +43,9 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
   sudo svclab up -f httpd --proxy kube-proxy --mode nftables`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := loadTopology(f.file)
+			t, o, err := f.load()
 			if err != nil {
 				return err
-			}
-			o, err := f.options()
-			if err != nil {
-				return usage(err)
 			}
 			// Checked here, before a background process is started to hold a
 			// lab it could not build.
