@@ -44,9 +44,9 @@ var _ = Describe("svclab verify", Label("verify"), func() {
 		"firewall.yaml":       func() []byte { return readFile("testdata/firewall.yaml") },
 	}
 	// ranOnlyIn holds labs to the modes they have been run in so far: the
-	// firewall lab has not yet run in IPVS mode's VM (README, "Specs").
+	// firewall lab has not yet run with kube-proxy's iptables-legacy mode.
 	ranOnlyIn := map[string][]string{
-		"firewall.yaml": {"iptables-nft", "iptables-legacy", "kube-proxy-iptables-nft", "kube-proxy-nftables"},
+		"firewall.yaml": {"iptables-nft", "iptables-legacy", "ipvs", "kube-proxy-iptables-nft", "kube-proxy-nftables", "kube-proxy-ipvs"},
 	}
 	for _, m := range modes {
 		for name, text := range labs {

@@ -82,6 +82,10 @@ func (iptablesRules) firewalled(_ Source, addr netip.Addr) string {
 	return "source " + addr.String() + " is outside loadBalancerSourceRanges and no load balancer IP they admit: KUBE-FW- lets it fall through to KUBE-PROXY-FIREWALL, which drops it"
 }
 
+// refusedBeforeFirewall: without endpoints there is no KUBE-FW- chain
+// (proxy.ServicePort.FirewallSources), so the question never arises.
+func (iptablesRules) refusedBeforeFirewall(Source) bool { return false }
+
 // hairpinMasqueraded: every KUBE-SEP chain marks packets from its own endpoint, on
 // whichever node translates them.
 func (iptablesRules) hairpinMasqueraded(bool) bool { return true }

@@ -111,13 +111,23 @@ func (ipvsRules) dataplane() proxy.Model { return proxy.ModelIPVS }
 // IP with source ranges through KUBE-SOURCE-RANGES-FIREWALL, which lets the
 // admitted sources on and drops the rest, endpoints or not. A node's own
 // connection leaves from the IP itself: allowed (KUBE-LOAD-BALANCER-SOURCE-IP)
-// when the node's address is in a range, else dropped by KUBE-IPVS-OUT-FILTER.
+// when the node's address is in a range, else dropped by KUBE-IPVS-OUT-FILTER
+// once IPVS has scheduled it (refusedBeforeFirewall).
 func (ipvsRules) firewalled(src Source, addr netip.Addr) string {
 	if src.Kind == member.KindNode {
 		return "the node's address is outside loadBalancerSourceRanges: KUBE-IPVS-OUT-FILTER drops its connections from the IP to itself"
 	}
 	return "source " + addr.String() + " is outside loadBalancerSourceRanges: KUBE-SOURCE-RANGES-FIREWALL drops it"
 }
+
+// refusedBeforeFirewall: a node's own connection meets IPVS in LOCAL_OUT
+// (ip_vs_local_request4, priority NF_IP_PRI_NAT_DST+2) before the filter
+// table's OUTPUT (priority 0) where KUBE-IPVS-OUT-FILTER sits; a virtual server
+// without real servers answers it there with ICMP port unreachable
+// (ip_vs_leave), and the filter rule, which matches IPVS connections only
+// (-m ipvs --vaddr), never sees it. Other sources pass KUBE-PROXY-FIREWALL in
+// INPUT (priority 0) before IPVS schedules in LOCAL_IN (NF_IP_PRI_NAT_SRC-1).
+func (ipvsRules) refusedBeforeFirewall(src Source) bool { return src.Kind == member.KindNode }
 
 // hairpinMasqueraded: KUBE-LOOP-BACK holds the node's own endpoints, so a pod
 // reaching itself through its own node's virtual server is masqueraded; through

@@ -38,8 +38,10 @@ func (m *model) expectExternal(s semantics, src Source, port proxy.ServicePort, 
 			sp := s.view(port, m.cluster.Version)
 			addr, _ := s.replyAddr(src, tgt)
 			if sources := sp.FirewallSources(tgt.Addr.Addr(), m.nodes[d].IP, s.dataplane()); sources != nil && !inRanges(sources, addr) {
-				parts, picks = append(parts, Expectation{Outcome: traffic.Timeout, Why: s.firewalled(src, addr)}), append(picks, nil)
-				continue
+				if exp, _ := m.expectAt(s, src, port, tgt, d); exp.Outcome != traffic.Refused || !s.refusedBeforeFirewall(src) {
+					parts, picks = append(parts, Expectation{Outcome: traffic.Timeout, Why: s.firewalled(src, addr)}), append(picks, nil)
+					continue
+				}
 			}
 		}
 		exp, eps := m.expectAt(s, src, port, tgt, d)

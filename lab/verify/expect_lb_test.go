@@ -73,6 +73,36 @@ func TestExpectLoadBalancers(t *testing.T) {
 	}
 }
 
+// TestExpectFirewallWithoutEndpoints: fw-empty (specs/testdata/firewall.yaml)
+// has source ranges that hold neither the nodes nor the pods and no endpoint.
+// nftables drops every source outside the ranges; IPVS drops a pod in INPUT but
+// refuses a node's own connection in LOCAL_OUT, before KUBE-IPVS-OUT-FILTER
+// (svclab verify --mode ipvs in the VM: ECONNREFUSED from node-1 and node-2);
+// iptables writes no firewall without endpoints and refuses every source but
+// the node itself, whose packet passes no REJECT.
+func TestExpectFirewallWithoutEndpoints(t *testing.T) {
+	fw := mustLoad(t, "../../specs/testdata/firewall.yaml")
+	for _, tc := range []struct {
+		m    proxy.Model
+		from string
+		want string
+		why  string
+	}{
+		{proxy.ModelIPVS, "node-1", "refused", "no real server"},
+		{proxy.ModelIPVS, "node-2", "refused", "no real server"},
+		{proxy.ModelIPVS, "probe-1", "no answer (times out)", "KUBE-SOURCE-RANGES-FIREWALL"},
+		{proxy.ModelIPVS, "outside", "no answer (times out)", "KUBE-SOURCE-RANGES-FIREWALL"},
+		{proxy.ModelNFTables, "node-1", "no answer (times out)", "firewall chain drops it"},
+		{proxy.ModelIPTables, "node-1", "no answer (times out)", "KUBE-EXTERNAL-SERVICES is not in OUTPUT"},
+		{proxy.ModelIPTables, "outside", "refused", ""},
+	} {
+		e := expectTo(t, tc.m, fw, tc.from, "1.2.3.6:80")
+		if e.String() != tc.want || !strings.Contains(e.Why, tc.why) {
+			t.Errorf("%v: %s -> 1.2.3.6:80: %s (%s), want %s (%q)", tc.m, tc.from, e, e.Why, tc.want, tc.why)
+		}
+	}
+}
+
 // uneven is a Local LoadBalancer Service whose backends are spread unevenly:
 // one on node-1, three on node-2, none on node-3; with ClientIP affinity in a
 // second Service; and one whose endpoints are none ready.

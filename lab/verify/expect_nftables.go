@@ -43,3 +43,7 @@ func (nftablesRules) dataplane() proxy.Model { return proxy.ModelNFTables }
 func (nftablesRules) firewalled(_ Source, addr netip.Addr) string {
 	return "source " + addr.String() + " is outside loadBalancerSourceRanges and no load balancer IP they admit: its firewall chain drops it"
 }
+
+// refusedBeforeFirewall: firewall-check runs before the no-endpoints reject in
+// prerouting and output alike.
+func (nftablesRules) refusedBeforeFirewall(Source) bool { return false }

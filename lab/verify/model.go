@@ -48,6 +48,10 @@ type semantics interface {
 	// firewalled is the reason a load balancer IP's firewall drops a flow
 	// from src that carries the source address addr.
 	firewalled(src Source, addr netip.Addr) string
+	// refusedBeforeFirewall tells whether a flow from src to a load balancer
+	// IP whose translating node refuses it (no endpoint) is refused before the
+	// firewall sees it, firewalled or not.
+	refusedBeforeFirewall(src Source) bool
 }
 
 // semanticsOf is what verify knows of model m.
