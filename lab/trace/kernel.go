@@ -115,3 +115,29 @@ func ipvsConnections(ns *namespaces.NS, port int) ([]string, error) {
 	}
 	return conns, nil
 }
+
+// ipvsEmptyService is the virtual service for dst (protocol TCP or UDP) in ns
+// when it has no real server, as `ipvsadm -Ln` prints it; "" when ns has none
+// for dst or it has real servers.
+func ipvsEmptyService(ns *namespaces.NS, protocol string, dst netip.AddrPort) (string, error) {
+	flag := "-t"
+	if protocol == "UDP" {
+		flag = "-u"
+	}
+	out, err := ns.Output("ipvsadm", "-Ln", flag, dst.String())
+	if err != nil {
+		// ipvsadm fails when there is no such virtual service.
+		return "", nil
+	}
+	var service string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) >= 2 && (f[0] == "TCP" || f[0] == "UDP"):
+			service = strings.Join(f, " ")
+		case len(f) >= 2 && f[0] == "->" && f[1] != "RemoteAddress:Port":
+			return "", nil
+		}
+	}
+	return service, nil
+}

@@ -296,6 +296,17 @@ func hopOf(l Lab, m, from record.Member, t *Trace, evs []*event, deltas []Rule, 
 			return h, err
 		}
 		h.IPVS = conns
+		if len(conns) == 0 {
+			dst := netip.AddrPortFrom(t.To.Addr(), t.To.Port())
+			if first != nil && first.Dst.IsValid() && first.Dport != 0 {
+				dst = netip.AddrPortFrom(first.Dst, uint16(first.Dport))
+			}
+			empty, err := ipvsEmptyService(ns, t.Protocol, dst)
+			if err != nil {
+				return h, err
+			}
+			h.IPVSEmpty = empty
+		}
 	}
 	return h, nil
 }
@@ -313,6 +324,14 @@ func endOf(t *Trace, outcome traffic.Outcome, reply traffic.Reply, err error) En
 		if member, r := lastRule(t, func(r Rule) bool { return isReject(r) }); r != nil {
 			e.By, e.Member, e.Rule = "REJECT rule", member, r
 			return e
+		}
+		for _, h := range t.Hops {
+			if h.IPVSEmpty != "" {
+				// A node's own connection meets IPVS in LOCAL_OUT, before any
+				// filter rule of OUTPUT: no rule names this refusal.
+				e.By, e.Member = "IPVS: virtual service "+h.IPVSEmpty+" has no real server (IPVS answers port unreachable itself)", h.Member
+				return e
+			}
 		}
 		e.By = "no listener (a reset or port unreachable from the destination)"
 		if n := len(t.Hops); n > 0 {

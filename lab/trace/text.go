@@ -37,6 +37,9 @@ func (t *Trace) WriteText(w io.Writer) {
 		for _, c := range h.IPVS {
 			fmt.Fprintf(w, "  ipvs: %s\n", c)
 		}
+		if h.IPVSEmpty != "" {
+			fmt.Fprintf(w, "  ipvs: virtual service %s has no real server\n", h.IPVSEmpty)
+		}
 		if h.Route != "" {
 			fmt.Fprintf(w, "  route: %s\n", h.Route)
 		}

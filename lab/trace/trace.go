@@ -74,6 +74,10 @@ type Hop struct {
 	Conntrack *Conntrack `json:"conntrack,omitempty"`
 	// IPVS are the IPVS connection table's entries for the flow (ipvsadm -Lnc).
 	IPVS []string `json:"ipvs,omitempty"`
+	// IPVSEmpty is the virtual service the packet met here that has no real
+	// server (as ipvsadm -Ln names it): IPVS itself refuses such a flow, with
+	// an ICMP port unreachable, in the hook where it met it.
+	IPVSEmpty string `json:"ipvsEmpty,omitempty"`
 }
 
 // Hook is one base chain a packet went through: its table and chain, the
