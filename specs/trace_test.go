@@ -217,7 +217,9 @@ var _ = Describe("Trace", func() {
 					// A virtual server without real servers: IPVS itself
 					// answers port unreachable, no REJECT rule is involved.
 					Expect(hop(t, "node-1").IPVS).To(BeEmpty())
-					Expect(t.End.By).NotTo(Equal("REJECT rule"))
+					Expect(hop(t, "node-1").IPVSEmpty).To(ContainSubstring("10.96.0.20:80"))
+					Expect(t.End.By).To(HavePrefix("IPVS: virtual service"))
+					Expect(t.End.Member).To(Equal("node-1"))
 					return
 				}
 				Expect(t.End.By).To(Equal("REJECT rule"))
