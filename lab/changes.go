@@ -11,11 +11,16 @@ import (
 	"github.com/svclab/svclab/lab/topology"
 )
 
-// change applies a mutation of the topology (the topology is left as it was
-// when the mutation fails), with a control plane writes the pods that changed
-// into the API server, and re-programs the nodes. Then, under changeMu, it
-// runs after when there is one (whatever the sync's outcome), joining its
-// error to the sync's.
+// change applies a mutation of the topology, with a control plane writes the
+// pods that changed into the API server, and re-programs the nodes. Then, under
+// changeMu, it runs after when there is one (whatever the sync's outcome),
+// joining its error to the sync's.
+//
+// The topology takes the change only once the API server has it: when the
+// mutation or the write fails (a conflict, a request timed out on a loaded
+// machine), the topology is left as it was, so that the lab never believes in
+// a state the API server (and so kube-proxy) does not have, and the caller's
+// retry finds the same difference to write again.
 func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) error, after func() error) error {
 	l.changeMu.Lock()
 	defer l.changeMu.Unlock()
@@ -23,9 +28,6 @@ func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) erro
 	before := l.topo
 	next := l.topo.Clone()
 	err := mutate(next)
-	if err == nil {
-		l.topo = next
-	}
 	l.mu.Unlock()
 	if err != nil {
 		return err
@@ -35,6 +37,10 @@ func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) erro
 			return err
 		}
 	}
+	// changeMu held since before was read: no other change came between.
+	l.mu.Lock()
+	l.topo = next
+	l.mu.Unlock()
 	err = l.Sync(ctx)
 	if after != nil {
 		err = errors.Join(err, after())

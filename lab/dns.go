@@ -226,7 +226,12 @@ func (d *clusterDNS) probe(ctx context.Context, r *dnsReplica) {
 		d.logf("lab %s: pod %s: readiness probe %s: %s", d.id, r.pod.Key(), url, map[bool]string{true: "ready", false: "not ready"}[ready])
 		err := d.lab.UpdatePod(ctx, r.pod.Key(), func(p *topology.Pod) { p.Ready = ready })
 		if err != nil && ctx.Err() == nil {
-			d.logf("lab %s: pod %s: report readiness: %v", d.id, r.pod.Key(), err)
+			// Not reported is not changed: the next period reports it again
+			// (the counts that decided it keep holding), as a kubelet retries
+			// a status update the API server did not take. Reported once and
+			// lost, a stopped replica stayed an endpoint for good.
+			d.logf("lab %s: pod %s: report readiness (retried next period): %v", d.id, r.pod.Key(), err)
+			ready = !ready
 		}
 	}
 }
