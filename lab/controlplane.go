@@ -184,6 +184,29 @@ func (c *controlPlane) waitForKubeconfig() string {
 	return c.kubeconfig
 }
 
+// proxyGate is the file the kube-proxies forked early wait for ("" when
+// they are not forked early): written once the lab's objects are in the API
+// server, its Pods' readiness reported and the controller's EndpointSlices
+// made (openProxyGate). kube-proxy's first sync then programs the whole
+// topology at once: started with the API server, it synced the empty cluster
+// and then every change of the lab's start, the third and later of them a
+// minSyncPeriod (1 s) apart, which cost a lab 1-2 s.
+func (c *controlPlane) proxyGate() string {
+	if !c.waitFor {
+		return ""
+	}
+	return filepath.Join(c.runDir, "kube-proxy.gate")
+}
+
+// openProxyGate lets the kube-proxies forked early run.
+func (c *controlPlane) openProxyGate() error {
+	gate := c.proxyGate()
+	if gate == "" {
+		return nil
+	}
+	return os.WriteFile(gate, nil, 0o644)
+}
+
 // startControllerManager runs the controller manager, which waits for the
 // kubeconfig when it is started before the API server is ready.
 func (c *controlPlane) startControllerManager() error {

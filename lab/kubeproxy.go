@@ -173,9 +173,9 @@ func (p *proxies) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mod
 		IPTablesBackend: backend, RunDir: p.runDir, LogFile: p.comps.logFile("kube-proxy-" + n.Name),
 	}
 	if o.Binary == "" {
-		// Forked beside the API server's start, it runs once the
-		// kubeconfig (and so its Node) is there.
-		pc.WaitFor = p.cp.waitForKubeconfig()
+		// Forked beside the API server's start, it runs once the lab's
+		// objects are in the API server (controlPlane.proxyGate).
+		pc.WaitFor = p.cp.proxyGate()
 	}
 	proc, err := kube.StartProxy(p.cp.binary, pc)
 	if err != nil {

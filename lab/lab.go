@@ -176,12 +176,15 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.cp.startAPIServer(ctx); err != nil {
 			return l, err
 		}
-		// Each component's start is seconds of CPU on a loaded machine before
-		// it does anything (the component binary's package initialisation):
-		// forked now, beside the API server's start, they wait for the
-		// kubeconfig that ready writes. kube-proxy needs its Node (its
-		// address) and nothing else; its first sync takes seconds, which the
-		// rest of the lab's objects need not wait for.
+		// A component takes seconds from its fork to its work on a loaded
+		// machine (loading a 150 MB binary, a thousand package inits, its
+		// own set-up): forked now, beside the API server's start, the
+		// controller manager and CoreDNS wait for the kubeconfig that ready
+		// writes, the kube-proxies for the lab's objects to be in the API
+		// server (openProxyGate below), so that their first sync is the
+		// whole topology. Without --wait-for (an older component binary)
+		// they start once the API server is ready, kube-proxy then needing
+		// its Node (its address) and nothing else.
 		early := l.cp.waitFor
 		var dnsBegan time.Time
 		if early {
@@ -226,6 +229,13 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 				return l, err
 			}
 			l.timings.add(phaseDNSReady, began)
+		}
+	}
+	if l.cp != nil {
+		// The state the nodes must be programmed with is in the API server:
+		// the kube-proxies forked early may run.
+		if err := l.cp.openProxyGate(); err != nil {
+			return l, err
 		}
 	}
 	if l.mode.Name != "" {
