@@ -16,6 +16,7 @@ import (
 	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -54,6 +55,13 @@ type controlPlane struct {
 	changed chan struct{}
 	// started is when the API server was started.
 	started time.Time
+	// apiServer is the API server's process.
+	apiServer *supervise.Component
+	// waitFor says the component binary takes --wait-for: the components
+	// are forked while the API server starts, so that their initialisation
+	// (seconds of CPU each on a loaded machine) overlaps with its start, and
+	// they run once the kubeconfig is written.
+	waitFor bool
 }
 
 // Kubeconfig is the path of the lab's admin kubeconfig; empty without a control
@@ -86,8 +94,10 @@ func (l *Lab) Client() *cluster.Client {
 	return l.cp.client
 }
 
-// startAPIServer runs the API server in the control plane's namespace, connects
-// to it from there and writes the lab's Nodes: what kube-proxy needs to start.
+// startAPIServer starts the API server in the control plane's namespace and
+// returns once the component binary is known good; waitFor then says whether
+// the other components may be forked before the API server is ready (they
+// wait for the kubeconfig, which ready writes last).
 func (c *controlPlane) startAPIServer(ctx context.Context) error {
 	t := c.host.snapshot()
 	cp := t.ControlPlane
@@ -102,6 +112,9 @@ func (c *controlPlane) startAPIServer(ctx context.Context) error {
 		return err
 	}
 	c.binary, c.changed = bin, make(chan struct{}, 1)
+	// Its path is known now; the file is written once the API server is
+	// ready and the Nodes are there, and the components wait for it.
+	c.kubeconfig = filepath.Join(c.runDir, "kubeconfig")
 	pki, err := kube.NewPKI(kube.PKIConfig{Dir: filepath.Join(c.runDir, "pki"), APIServer: cp.IP, ServiceCIDR: t.ServiceCIDR})
 	if err != nil {
 		return err
@@ -115,57 +128,105 @@ func (c *controlPlane) startAPIServer(ctx context.Context) error {
 	api, err := kube.StartAPIServer(bin, c.api)
 	if err != nil {
 		// A binary that is no component binary says so, not how it failed.
-		return errors.Join(<-checked, err)
+		return errors.Join((<-checked).Err, err)
 	}
 	// A static pod: its kubelet restarts it.
-	_, err = c.comps.add(api, "kube-apiserver on "+cp.Name, func() (*kube.Process, error) { return kube.StartAPIServer(bin, c.api) })
+	c.apiServer, err = c.comps.add(api, "kube-apiserver on "+cp.Name, func() (*kube.Process, error) { return kube.StartAPIServer(bin, c.api) })
 	if err != nil {
 		return err
 	}
-	if err := <-checked; err != nil {
-		return err
+	check := <-checked
+	if check.Err != nil {
+		return check.Err
 	}
-	ready, err := kube.WaitAPIServer(ctx, api, c.api)
-	if err != nil {
-		return err
-	}
-	c.logf("lab %s: kube-apiserver ready at %s in %s", c.id, c.api.URL(), ready.Round(time.Millisecond))
-	c.kubeconfig = filepath.Join(c.runDir, "kubeconfig")
-	if err := kube.WriteKubeconfig(c.kubeconfig, c.name, c.api.URL(), pki); err != nil {
-		return err
-	}
-	err = c.rec.update(func(r *record.Lab) { r.Kubeconfig, r.KubeBinary = c.kubeconfig, bin })
-	if err != nil {
-		return err
-	}
-	ca, err := os.ReadFile(pki.CACert)
-	if err != nil {
-		return err
-	}
-	c.client, err = cluster.New(cluster.Config{Server: c.api.URL(), CA: ca, Token: pki.AdminToken, Dial: traffic.Dialer(m.NetNS)})
-	if err != nil {
-		return err
-	}
-	return c.writeNodes(ctx, t.Nodes)
+	c.waitFor = check.WaitFor
+	return nil
 }
 
-// startControllers runs the controller manager and starts the watch the lab
-// follows the API server with.
-func (c *controlPlane) startControllers() error {
+// ready waits until the API server is ready, connects to it from the control
+// plane's namespace, writes the lab's Nodes (what kube-proxy needs to start)
+// and then the kubeconfig, which the components forked before wait for.
+func (c *controlPlane) ready(ctx context.Context) error {
+	t := c.host.snapshot()
+	m, err := c.host.Member(t.ControlPlane.Name)
+	if err != nil {
+		return err
+	}
+	took, err := kube.WaitAPIServer(ctx, c.apiServer.Process(), c.api)
+	if err != nil {
+		return err
+	}
+	c.logf("lab %s: kube-apiserver ready at %s in %s", c.id, c.api.URL(), took.Round(time.Millisecond))
+	ca, err := os.ReadFile(c.pki.CACert)
+	if err != nil {
+		return err
+	}
+	c.client, err = cluster.New(cluster.Config{Server: c.api.URL(), CA: ca, Token: c.pki.AdminToken, Dial: traffic.Dialer(m.NetNS)})
+	if err != nil {
+		return err
+	}
+	if err := c.writeNodes(ctx, t.Nodes); err != nil {
+		return err
+	}
+	if err := kube.WriteKubeconfig(c.kubeconfig, c.name, c.api.URL(), c.pki); err != nil {
+		return err
+	}
+	return c.rec.update(func(r *record.Lab) { r.Kubeconfig, r.KubeBinary = c.kubeconfig, c.binary })
+}
+
+// waitForKubeconfig is the file a component forked now waits for: the
+// kubeconfig, when the binary takes --wait-for; "" when it does not (the
+// component is then started only once the kubeconfig is there).
+func (c *controlPlane) waitForKubeconfig() string {
+	if !c.waitFor {
+		return ""
+	}
+	return c.kubeconfig
+}
+
+// proxyGate is the file the kube-proxies forked early wait for ("" when
+// they are not forked early): written once the lab's objects are in the API
+// server, its Pods' readiness reported and the controller's EndpointSlices
+// made (openProxyGate). kube-proxy's first sync then programs the whole
+// topology at once: started with the API server, it synced the empty cluster
+// and then every change of the lab's start, the third and later of them a
+// minSyncPeriod (1 s) apart, which cost a lab 1-2 s.
+func (c *controlPlane) proxyGate() string {
+	if !c.waitFor {
+		return ""
+	}
+	return filepath.Join(c.runDir, "kube-proxy.gate")
+}
+
+// openProxyGate lets the kube-proxies forked early run.
+func (c *controlPlane) openProxyGate() error {
+	gate := c.proxyGate()
+	if gate == "" {
+		return nil
+	}
+	return os.WriteFile(gate, nil, 0o644)
+}
+
+// startControllerManager runs the controller manager, which waits for the
+// kubeconfig when it is started before the API server is ready.
+func (c *controlPlane) startControllerManager() error {
 	cp := c.host.snapshot().ControlPlane
 	m, err := c.host.Member(cp.Name)
 	if err != nil {
 		return err
 	}
-	kcmConfig := kube.ControllerManagerConfig{Netns: m.NetNS, Kubeconfig: c.kubeconfig, LogFile: c.comps.logFile("kube-controller-manager")}
+	kcmConfig := kube.ControllerManagerConfig{Netns: m.NetNS, Kubeconfig: c.kubeconfig, LogFile: c.comps.logFile("kube-controller-manager"), WaitFor: c.waitForKubeconfig()}
 	kcm, err := kube.StartControllerManager(c.binary, kcmConfig)
 	if err != nil {
 		return err
 	}
 	_, err = c.comps.add(kcm, "kube-controller-manager on "+cp.Name, func() (*kube.Process, error) { return kube.StartControllerManager(c.binary, kcmConfig) })
-	if err != nil {
-		return err
-	}
+	return err
+}
+
+// startWatch starts the watch the lab follows the API server with.
+func (c *controlPlane) startWatch() error {
+	var err error
 	c.watchCtx, c.stopWatch = context.WithCancel(context.Background())
 	c.watch, err = c.client.Watch(c.watchCtx, func() {
 		select {

@@ -116,8 +116,10 @@ func coreDNSStarting(t *topology.Topology) (*topology.Topology, error) {
 	return next, nil
 }
 
-// start runs CoreDNS in every CoreDNS pod of t and waits until each answers.
-func (d *clusterDNS) start(ctx context.Context, t *topology.Topology) error {
+// launch starts CoreDNS in every CoreDNS pod of t; with waitFor set (the
+// kubeconfig, before the API server is ready) each waits for that file before
+// it runs. wait waits until each answers.
+func (d *clusterDNS) launch(t *topology.Topology, waitFor string) error {
 	bin := d.lab.KubeBinary()
 	for _, p := range coreDNSPods(t) {
 		m, err := d.lab.Member(p.Name)
@@ -129,6 +131,7 @@ func (d *clusterDNS) start(ctx context.Context, t *topology.Topology) error {
 			CorefileConfig: kube.CorefileConfig{Domain: d.domain, Kubeconfig: d.lab.Kubeconfig()},
 			Corefile:       filepath.Join(d.runDir, "Corefile-"+p.Name),
 			LogFile:        d.comps.logFile(p.Name),
+			WaitFor:        waitFor,
 		}
 		proc, err := kube.StartCoreDNS(bin, cfg)
 		if err != nil {
@@ -143,6 +146,11 @@ func (d *clusterDNS) start(ctx context.Context, t *topology.Topology) error {
 		d.replicas = append(d.replicas, &dnsReplica{pod: p, comp: c})
 		d.mu.Unlock()
 	}
+	return nil
+}
+
+// wait waits until every replica launched answers.
+func (d *clusterDNS) wait(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, dnsReadyWithin)
 	defer cancel()
 	return fanout.Each(wctx, d.parallel, d.list(), func(ctx context.Context, r *dnsReplica) error {

@@ -45,8 +45,9 @@ type kubeProxy struct {
 }
 
 // startKubeProxies starts kube-proxy in every node, beside the rest of the
-// control plane's start, and waits for each one's first sync; start returns
-// the outcome.
+// control plane's start (before the API server is ready when the component
+// binary's kube-proxy waits for the kubeconfig), and waits for each one's
+// first sync; start returns the outcome.
 func (p *proxies) startKubeProxies(ctx context.Context) {
 	ctx, p.cancelStart = context.WithCancel(ctx)
 	p.started, p.starting = make(chan error, 1), make(chan struct{})
@@ -170,6 +171,11 @@ func (p *proxies) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mod
 	pc := kube.ProxyProcessConfig{
 		Name: "kube-proxy " + n.Name, Netns: mem.NetNS, ConfigFile: cfgFile, Binary: o.Binary,
 		IPTablesBackend: backend, RunDir: p.runDir, LogFile: p.comps.logFile("kube-proxy-" + n.Name),
+	}
+	if o.Binary == "" {
+		// Forked beside the API server's start, it runs once the lab's
+		// objects are in the API server (controlPlane.proxyGate).
+		pc.WaitFor = p.cp.proxyGate()
 	}
 	proc, err := kube.StartProxy(p.cp.binary, pc)
 	if err != nil {

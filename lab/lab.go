@@ -176,14 +176,36 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.cp.startAPIServer(ctx); err != nil {
 			return l, err
 		}
+		// A component takes seconds from its fork to its work on a loaded
+		// machine (loading a 150 MB binary, a thousand package inits, its
+		// own set-up): forked now, beside the API server's start, the
+		// controller manager and CoreDNS wait for the kubeconfig that ready
+		// writes, the kube-proxies for the lab's objects to be in the API
+		// server (openProxyGate below), so that their first sync is the
+		// whole topology. Without --wait-for (an older component binary)
+		// they start once the API server is ready, kube-proxy then needing
+		// its Node (its address) and nothing else.
+		early := l.cp.waitFor
+		var dnsBegan time.Time
+		if early {
+			if err := l.startComponents(ctx, true); err != nil {
+				return l, err
+			}
+			dnsBegan = time.Now()
+		}
+		if err := l.cp.ready(ctx); err != nil {
+			return l, err
+		}
 		l.timings.add(phaseAPIServer, began)
-		// kube-proxy needs its Node (its address) and nothing else to start;
-		// its first sync takes seconds, which the rest of the lab's objects
-		// need not wait for.
-		if l.opts.KubeProxy != nil {
+		if !early {
+			if err := l.startComponents(ctx, false); err != nil {
+				return l, err
+			}
+		} else if l.opts.KubeProxy != nil && l.opts.KubeProxy.Binary != "" {
+			// A kube-proxy of the user's cannot wait: it starts now.
 			l.proxies.startKubeProxies(ctx)
 		}
-		if err := l.cp.startControllers(); err != nil {
+		if err := l.cp.startWatch(); err != nil {
 			return l, err
 		}
 		began = time.Now()
@@ -192,16 +214,28 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		}
 		l.timings.add(phaseTopology, began)
 		if l.dns != nil {
-			began = time.Now()
-			if err := l.dns.start(ctx, l.Topology()); err != nil {
+			if !early {
+				dnsBegan = time.Now()
+				if err := l.dns.launch(l.Topology(), ""); err != nil {
+					return l, err
+				}
+			}
+			if err := l.dns.wait(ctx); err != nil {
 				return l, err
 			}
-			l.timings.add(phaseDNSAnswers, began)
+			l.timings.add(phaseDNSAnswers, dnsBegan)
 			began = time.Now()
 			if err := l.change(ctx, l.dns.ready, nil); err != nil {
 				return l, err
 			}
 			l.timings.add(phaseDNSReady, began)
+		}
+	}
+	if l.cp != nil {
+		// The state the nodes must be programmed with is in the API server:
+		// the kube-proxies forked early may run.
+		if err := l.cp.openProxyGate(); err != nil {
+			return l, err
 		}
 	}
 	if l.mode.Name != "" {
@@ -248,6 +282,23 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	// read them; later syncs are the lab's changes, not its start.
 	phases := l.timings.finish()
 	return l, l.ledger.update(func(r *record.Lab) { r.Timings = phases })
+}
+
+// startComponents starts the controller manager and the kube-proxies, and
+// with early (before the API server is ready; each waits for the kubeconfig)
+// the CoreDNS replicas too, which otherwise start once the topology is applied.
+// A kube-proxy of the user's is not started early: it cannot wait.
+func (l *Lab) startComponents(ctx context.Context, early bool) error {
+	if err := l.cp.startControllerManager(); err != nil {
+		return err
+	}
+	if l.opts.KubeProxy != nil && (!early || l.opts.KubeProxy.Binary == "") {
+		l.proxies.startKubeProxies(ctx)
+	}
+	if early && l.dns != nil {
+		return l.dns.launch(l.Topology(), l.cp.waitForKubeconfig())
+	}
+	return nil
 }
 
 // checkWhole fails, naming them, when any of the namespaces of lab id's

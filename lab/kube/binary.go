@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -60,10 +61,21 @@ func Binary(ctx context.Context, o Options) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if err := <-checked; err != nil {
-		return "", err
+	if c := <-checked; c.Err != nil {
+		return "", c.Err
 	}
 	return path, nil
+}
+
+// BinaryCheck is the outcome of a component binary's check.
+type BinaryCheck struct {
+	// Err says why the binary is no component binary (or did not run).
+	Err error
+	// WaitFor says the binary takes `--wait-for FILE` before its command
+	// (WaitForArgs): a lab may fork its components before the API server is
+	// ready. A binary built from this tree does; one given by path does when
+	// its version command lists the option (an older build does not).
+	WaitFor bool
 }
 
 // BinaryChecked is Binary for a caller with other work to do meanwhile (a
@@ -71,9 +83,10 @@ func Binary(ctx context.Context, o Options) (string, error) {
 // takes from a fraction of a second to seconds on a loaded machine, runs in
 // the background, and its outcome arrives on the channel, which the caller
 // must read before it trusts the binary; a cached or built binary is checked
-// by nothing, and its channel holds nil.
-func BinaryChecked(ctx context.Context, o Options) (string, <-chan error, error) {
-	checked := make(chan error, 1)
+// by nothing, and its channel holds no error and WaitFor (it is built from
+// this tree's components).
+func BinaryChecked(ctx context.Context, o Options) (string, <-chan BinaryCheck, error) {
+	checked := make(chan BinaryCheck, 1)
 	path := o.Path
 	if path == "" {
 		path = os.Getenv(BinaryEnv)
@@ -90,7 +103,7 @@ func BinaryChecked(ctx context.Context, o Options) (string, <-chan error, error)
 		go func() { checked <- checkBinary(ctx, abs) }()
 		return abs, checked, nil
 	}
-	checked <- nil
+	checked <- BinaryCheck{WaitFor: true}
 	cacheDir := o.CacheDir
 	if cacheDir == "" {
 		cacheDir = DefaultCacheDir
@@ -139,9 +152,23 @@ func BinaryChecked(ctx context.Context, o Options) (string, <-chan error, error)
 // checkBinary runs path's version command, so a wrong --kube-binary fails before
 // a lab is built around it. Its first run reads the whole binary (about 150 MB):
 // an emulated VM on a loaded host took over 30 s to do it, hence the long bound.
-func checkBinary(ctx context.Context, path string) error {
-	_, err := Versions(ctx, path)
-	return err
+func checkBinary(ctx context.Context, path string) BinaryCheck {
+	v, err := Versions(ctx, path)
+	return BinaryCheck{Err: err, WaitFor: slices.ContainsFunc(v, func(line string) bool {
+		name, opts, _ := strings.Cut(line, " ")
+		return name == "svclab-kube" && slices.Contains(strings.Fields(opts), "--wait-for")
+	})}
+}
+
+// WaitForArgs are the arguments of a svclab-kube command (args, the command
+// word first) that runs once the file waitFor exists, having done its package
+// initialisation before: args as they are when waitFor is empty. Only a binary
+// whose BinaryCheck says WaitFor takes them.
+func WaitForArgs(waitFor string, args []string) []string {
+	if waitFor == "" {
+		return args
+	}
+	return append([]string{"--wait-for", waitFor}, args...)
 }
 
 // Versions are what the component binary at path says of its components, one

@@ -248,3 +248,42 @@ func TestBinaryWithoutSource(t *testing.T) {
 		t.Errorf("log %q does not say why the cached binary is used", log.String())
 	}
 }
+
+// TestBinaryCheckWaitFor: a given binary takes --wait-for when its version
+// command lists it, as svclab-kube's does; an older build's does not, and a
+// lab then starts its components only once the API server is ready.
+func TestBinaryCheckWaitFor(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, out string
+		err       bool
+		waitFor   bool
+	}{
+		{"current", "kubernetes v1.37.2\\netcd 3.7.2\\ncoredns 1.15.0\\ngo go1.26\\nsvclab-kube --wait-for\\n", false, true},
+		{"older", "kubernetes v1.37.2\\netcd 3.7.2\\ncoredns 1.15.0\\ngo go1.26\\n", false, false},
+		{"other-option", "kubernetes v1.37.2\\nsvclab-kube --something-else\\n", false, false},
+		{"not-ours", "hello\\n", true, false},
+	} {
+		path := filepath.Join(dir, c.name)
+		if err := os.WriteFile(path, []byte("#!/bin/sh\nprintf '"+c.out+"'\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, checked, err := BinaryChecked(context.Background(), Options{Path: path})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		got := <-checked
+		if (got.Err != nil) != c.err || got.WaitFor != c.waitFor {
+			t.Errorf("%s: check = %+v, want error %v, WaitFor %v", c.name, got, c.err, c.waitFor)
+		}
+	}
+	if got := WaitForArgs("", []string{"coredns", "-conf", "x"}); strings.Join(got, " ") != "coredns -conf x" {
+		t.Errorf("WaitForArgs without a file = %q", got)
+	}
+	if got := WaitForArgs("/run/k", []string{"kube-proxy", "--config=c"}); strings.Join(got, " ") != "--wait-for /run/k kube-proxy --config=c" {
+		t.Errorf("WaitForArgs = %q", got)
+	}
+	if _, err := StartProxy("bin", ProxyProcessConfig{Binary: "/usr/local/bin/kube-proxy", WaitFor: "/run/k"}); err == nil {
+		t.Errorf("a kube-proxy of the user's was asked to wait, and no error said it cannot")
+	}
+}

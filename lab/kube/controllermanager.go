@@ -40,6 +40,9 @@ type ControllerManagerConfig struct {
 	LogFile string
 	// ExtraArgs are appended to the upstream flags (a later flag wins).
 	ExtraArgs []string
+	// WaitFor, when set, makes it wait for this file (the kubeconfig) before
+	// it runs (WaitForArgs).
+	WaitFor string
 }
 
 // Args are the svclab-kube arguments that run the controller manager: only the
@@ -75,7 +78,7 @@ func (c ControllerManagerConfig) Args() []string {
 		"--bind-address=" + bind.String(),
 		"--secure-port=" + strconv.Itoa(port),
 	}
-	return append(args, c.ExtraArgs...)
+	return WaitForArgs(c.WaitFor, append(args, c.ExtraArgs...))
 }
 
 // StartControllerManager starts the controller manager of c from the component

@@ -88,6 +88,9 @@ type CoreDNSConfig struct {
 	Corefile string
 	// LogFile receives its output.
 	LogFile string
+	// WaitFor, when set, makes it wait for this file (the kubeconfig) before
+	// it runs (WaitForArgs).
+	WaitFor string
 }
 
 // StartCoreDNS writes the Corefile and starts CoreDNS from the component binary
@@ -106,7 +109,7 @@ func StartCoreDNS(binary string, c CoreDNSConfig) (*Process, error) {
 	}
 	return Start(Command{
 		Name: name, Netns: c.Netns,
-		Path: binary, Args: []string{"coredns", "-conf", c.Corefile},
+		Path: binary, Args: WaitForArgs(c.WaitFor, []string{"coredns", "-conf", c.Corefile}),
 		LogFile: c.LogFile,
 	})
 }

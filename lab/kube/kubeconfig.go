@@ -47,7 +47,8 @@ type namedContext struct {
 // https URL) whose cluster, user and context are all called name: it trusts p's
 // CA (embedded, so the file stands alone) and authenticates with p's admin token.
 // kubectl, kube-proxy, the controller manager and CoreDNS all read it. The file
-// holds the token, so only its owner may read it.
+// holds the token, so only its owner may read it. It appears whole (by rename):
+// components started with --wait-for on it read it as soon as it exists.
 func WriteKubeconfig(path, name, server string, p *PKI) error {
 	ca, err := os.ReadFile(p.CACert)
 	if err != nil {
@@ -72,7 +73,12 @@ func WriteKubeconfig(path, name, server string, p *PKI) error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
-	if err := os.WriteFile(path, b, 0o600); err != nil {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("kubeconfig %s: %w", path, err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
 		return fmt.Errorf("kubeconfig %s: %w", path, err)
 	}
 	return nil

@@ -40,6 +40,9 @@ type ProxyProcessConfig struct {
 	// ExtraArgs are appended to --config (a flag kube-proxy honours beside its
 	// configuration file).
 	ExtraArgs []string
+	// WaitFor, when set, makes it wait for this file (the kubeconfig) before
+	// it runs (WaitForArgs); the component binary's kube-proxy only.
+	WaitFor string
 }
 
 // StartProxy starts kube-proxy in the node's namespace.
@@ -51,9 +54,12 @@ func StartProxy(binary string, c ProxyProcessConfig) (*Process, error) {
 	args := []string{"kube-proxy", "--config=" + c.ConfigFile}
 	path := binary
 	if c.Binary != "" {
+		if c.WaitFor != "" {
+			return nil, fmt.Errorf("%s: %s is no component binary: it cannot wait for %s", name, c.Binary, c.WaitFor)
+		}
 		path, args = c.Binary, args[1:]
 	}
-	args = append(args, c.ExtraArgs...)
+	args = WaitForArgs(c.WaitFor, append(args, c.ExtraArgs...))
 	var env []string
 	if c.RunDir != "" {
 		env = append(env, "XTABLES_LOCKFILE="+filepath.Join(c.RunDir, "xtables.lock"))
