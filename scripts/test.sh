@@ -103,14 +103,16 @@ vm_start=$SECONDS
 # run's start, so that one that overruns fails here, with its report and the step
 # table, rather than being cut off: Ginkgo's own timeout (whose default, 1 h,
 # would otherwise apply) ends the suite and writes its report 3 minutes before
-# the runner's kills the guest.
+# the runner's kills the guest. -ginkgo.v prints each spec's name and time on
+# lines of their own, so CI's log shows the VM suite's progress as it goes (the
+# default reporter's one dot per spec would reach it only with the next newline).
 vm_minutes=$((85 - SECONDS / 60))
 setsid bash -c '
   start=$SECONDS status=0
   scripts/vm/run.sh --out "$1/vm" --timeout "$3m" --mem 4096 --kube-binary "$2" \
     --env SVCLAB_MODES=ipvs,kube-proxy-ipvs --env SVCLAB_BIN=/svclab/bin/svclab \
     --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml \
-    -ginkgo.timeout="$(($3 - 3))m" -test.timeout="$(($3 - 2))m" || status=$?
+    -ginkgo.v -ginkgo.timeout="$(($3 - 3))m" -test.timeout="$(($3 - 2))m" || status=$?
   go run ./scripts/ci/checkreport "$1/vm/specs-vm.json" || status=$?
   echo $((SECONDS - start)) > "$1/vm/took"
   echo "VM suite: exit $status after $((SECONDS - start)) s"
