@@ -4,11 +4,13 @@
 #   0. scripts/ci/checksources: the repository holds sources only (no tracked
 #      binary, nothing over 1 MB outside docs/bench/), and the Kubernetes component
 #      binary (built from components/ the first time, cached after);
-#   1. the Ginkgo suite in svclab's VM on Debian's kernel: IPVS, svclab's and the
-#      real kube-proxy's. Under TCG it is the longest step, so it is started here
-#      and runs in the background, beside steps 2-6 (its log is shown as it comes,
-#      each line prefixed "[vm] "; the iptables modes run in the VM by hand: under
-#      TCG they would add some 25 minutes);
+#   1. the Ginkgo suite in svclab's VM on Debian's kernel: IPVS. Under TCG it is
+#      the longest step, so it is started here and runs in the background, beside
+#      steps 2-6 (its log is shown as it comes, each line prefixed "[vm] "). The
+#      iptables modes in the VM would add some 25 minutes under TCG, and the real
+#      kube-proxy's IPVS mode (kube-proxy-ipvs) far more: each of its labs runs an
+#      API server, CoreDNS and a kube-proxy per node in the emulated guest, minutes
+#      a lab (README: "Specs"); they run by hand;
 #   2. go vet and the Go tests of every package (parsing, rules, the VM runner, ...);
 #   3. the Ginkgo suite on this kernel, in both iptables modes (nft, legacy) and
 #      with the real kube-proxy (nftables, iptables-nft, iptables-legacy), with the
@@ -88,14 +90,14 @@ kube_binary=$(go run ./cmd/svclab kube-binary)
 echo "components ready in $((SECONDS - t0)) s: $kube_binary"
 
 # The VM suite, in the background from here to the last step: under TCG (no KVM,
-# as on svclab's own machines) its two modes take longer than every other step
+# as on svclab's own machines) it takes longer than every other step
 # together, and much of the host's suite waits (API servers, kube-proxy syncs,
 # timeouts) rather than computing, so on 2 cores the two overlap well (figures in
 # README: "Specs"). Its labs live in the guest, out of reach of the host suite's
 # `svclab clean`, and the runner keeps nothing in /run/netns or /run/svclab, so
 # the two need no mount namespaces of their own. It runs in a process group of
 # its own (setsid), which the exit trap ends if the run stops early.
-step "Ginkgo suite in svclab's VM (Debian's kernel), started in the background: ipvs, kube-proxy-ipvs"
+step "Ginkgo suite in svclab's VM (Debian's kernel), started in the background: ipvs"
 mkdir -p "$out/vm"
 rm -f "$out/vm/took" # written when the suite ends: the summary's "ended" or "cut off"
 vm_start=$SECONDS
@@ -110,7 +112,7 @@ vm_minutes=$((85 - SECONDS / 60))
 setsid bash -c '
   start=$SECONDS status=0
   scripts/vm/run.sh --out "$1/vm" --timeout "$3m" --mem 4096 --kube-binary "$2" \
-    --env SVCLAB_MODES=ipvs,kube-proxy-ipvs --env SVCLAB_BIN=/svclab/bin/svclab \
+    --env SVCLAB_MODES=ipvs --env SVCLAB_BIN=/svclab/bin/svclab \
     --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml \
     -ginkgo.v -ginkgo.timeout="$(($3 - 3))m" -test.timeout="$(($3 - 2))m" || status=$?
   go run ./scripts/ci/checkreport "$1/vm/specs-vm.json" || status=$?

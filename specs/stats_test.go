@@ -9,10 +9,10 @@ import (
 
 // uniformAlpha is the false-failure rate of one uniformity test: the chance that
 // counts drawn from a truly uniform choice fail it. A mode runs three such tests,
-// and CI runs seven modes (iptables-nft, iptables-legacy and kube-proxy's nftables,
-// iptables-nft and iptables-legacy on the host; ipvs and kube-proxy-ipvs in the VM:
-// scripts/test.sh), besides the negative controls, which must fail: they fail a CI
-// run falsely about once in 4,800 runs (21 x 1e-5).
+// and CI runs six modes (iptables-nft, iptables-legacy and kube-proxy's nftables,
+// iptables-nft and iptables-legacy on the host; ipvs in the VM: scripts/test.sh),
+// besides the negative controls, which must fail: they fail a CI run falsely about
+// once in 5,600 runs (18 x 1e-5).
 const uniformAlpha = 1e-5
 
 // uniformity is Pearson's chi-square test of counts against a uniform choice.
