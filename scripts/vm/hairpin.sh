@@ -58,6 +58,7 @@ nsx "$N1" sysctl net.ipv4.vs.conn_reuse_mode net.ipv4.vs.conntrack net.ipv4.vs.e
 nsx "$WA" sysctl net.ipv4.tcp_timestamps net.ipv4.tcp_tw_reuse net.ipv4.ip_local_port_range
 nsx "$N1" ipvsadm -Ln
 nsx "$N1" iptables-save -t nat | grep -e LOOP -e MASQ
+nsx "$N1" ipset list KUBE-LOOP-BACK
 nsx "$WA" tcpdump -Z root -U -s 128 -i eth0 -w $out/web-a.pcap 'tcp and (port 80 or port 8080 or port 30080)' 2>/dev/null &
 td1=$!
 nsx "$N1" tcpdump -Z root -U -s 128 -i cni0 -w $out/cni0.pcap 'tcp and (port 80 or port 8080 or port 30080)' 2>/dev/null &
@@ -72,6 +73,9 @@ snap() {
 	echo "--- web-a ss"; nsx "$WA" ss -tanoi
 	echo "--- node-1 conntrack -L"; nsx "$N1" conntrack -L -p tcp 2>/dev/null | grep -v -e 6443 -e 2379
 	echo "--- node-1 ipvsadm -Lnc"; nsx "$N1" ipvsadm -Lnc
+	# kube-proxy adds IPVS's real servers before it writes the nat table in the
+	# same sync: is the hairpin's masquerade rule there yet (References: 1)?
+	echo "--- node-1 KUBE-LOOP-BACK"; nsx "$N1" iptables-save -t nat | grep KUBE-LOOP-BACK; nsx "$N1" ipset list KUBE-LOOP-BACK | grep -e References -e Members -A1
 	echo "--- node-1 conntrack -S"; nsx "$N1" conntrack -S
 	echo "--- node-1 nstat (since the attempt began)"; NSTAT_HISTORY=/tmp/nstat.n1 nsx "$N1" nstat
 	echo "--- web-a nstat (since the attempt began)"; NSTAT_HISTORY=/tmp/nstat.wa nsx "$WA" nstat
