@@ -27,8 +27,8 @@
 // The guest's root is an initramfs in two parts. The base image, cached in
 // CacheDir/image/HASH.cpio and keyed by everything it is built from, holds
 // busybox-static, dash and bash, iptables with both backends (plain names are
-// nft), the xtables extensions, nft, ipset, ipvsadm, conntrack, iproute2's ip, ss and
-// tc, every shared library they need (ldd), a few /etc files, /init, and the
+// nft), the xtables extensions, nft, ipset, ipvsadm, conntrack, iproute2's ip, ss,
+// tc and nstat, tcpdump, every shared library they need (ldd), a few /etc files, /init, and the
 // netfilter, IPVS, ipset, bridge, sched, veth/dummy/vxlan and virtio modules with
 // their dependencies and depmod output (so the guest kernel can autoload more on
 // demand). It is left uncompressed: decompressing it costs the emulated CPU more

@@ -58,6 +58,11 @@ var guestTools = []guestTool{
 	{name: "ip", pkg: "iproute2", dir: "usr/bin"},
 	{name: "ss", pkg: "iproute2", dir: "usr/bin"},
 	{name: "tc", pkg: "iproute2", dir: "usr/sbin"},
+	// nstat and tcpdump, to see where a lab's packet is lost: the kernel's drop
+	// counters (nstat -az) and the packets on a bridge or veth (tcpdump -Z root:
+	// the guest has no tcpdump user to drop privileges to).
+	{name: "nstat", pkg: "iproute2", dir: "usr/bin"},
+	{name: "tcpdump", pkg: "tcpdump", dir: "usr/bin"},
 	// curl, as the seeds use it and as `svclab exec ... -- curl` does in the specs.
 	{name: "curl", pkg: "curl", dir: "usr/bin"},
 	{name: "dash", pkg: "dash", dir: "usr/bin", links: []string{"sh"}},

@@ -17,26 +17,28 @@ func TestBaseTreeLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]nodeKind{
-		"init":                                    kindFile,
-		"dev/console":                             kindCharDev,
-		"bin":                                     kindSymlink,
-		"lib64":                                   kindSymlink,
-		"usr/sbin/xtables-nft-multi":              kindFile,
-		"usr/sbin/xtables-monitor":                kindSymlink, // svclab trace's reader of iptables-nft trace events
-		"usr/sbin/xtables-legacy-multi":           kindFile,
-		"usr/sbin/iptables-legacy-restore":        kindSymlink,
-		"usr/sbin/iptables":                       kindSymlink,
-		"usr/sbin/ipset":                          kindFile,
-		"usr/sbin/ipvsadm":                        kindFile,
-		"usr/sbin/conntrack":                      kindFile,
-		"usr/sbin/nft":                            kindFile,
-		"usr/bin/ip":                              kindFile,
-		"usr/bin/sh":                              kindSymlink,
-		"usr/sbin/modprobe":                       kindSymlink, // busybox
-		"usr/bin/tr":                              kindFile,    // Config.Tools wins over busybox
-		"usr/lib64/ld-linux-x86-64.so.2":          kindFile,
-		"usr/lib/x86_64-linux-gnu/libc.so.6":      kindFile,
-		"usr/lib/x86_64-linux-gnu/libnftnl.so.11": kindFile,
+		"init":                               kindFile,
+		"dev/console":                        kindCharDev,
+		"bin":                                kindSymlink,
+		"lib64":                              kindSymlink,
+		"usr/sbin/xtables-nft-multi":         kindFile,
+		"usr/sbin/xtables-monitor":           kindSymlink, // svclab trace's reader of iptables-nft trace events
+		"usr/sbin/xtables-legacy-multi":      kindFile,
+		"usr/sbin/iptables-legacy-restore":   kindSymlink,
+		"usr/sbin/iptables":                  kindSymlink,
+		"usr/sbin/ipset":                     kindFile,
+		"usr/sbin/ipvsadm":                   kindFile,
+		"usr/sbin/conntrack":                 kindFile,
+		"usr/sbin/nft":                       kindFile,
+		"usr/bin/ip":                         kindFile,
+		"usr/bin/nstat":                      kindFile,
+		"usr/bin/tcpdump":                    kindFile,
+		"usr/bin/sh":                         kindSymlink,
+		"usr/sbin/modprobe":                  kindSymlink, // busybox
+		"usr/bin/tr":                         kindFile,    // Config.Tools wins over busybox
+		"usr/lib64/ld-linux-x86-64.so.2":     kindFile,
+		"usr/lib/x86_64-linux-gnu/libc.so.6": kindFile,
+		"usr/lib/x86_64-linux-gnu/libnftnl.so.11":              kindFile,
 		"usr/lib/x86_64-linux-gnu/xtables/libxt_statistic.so":  kindFile,
 		"usr/lib/x86_64-linux-gnu/xtables/libxt_MASQUERADE.so": kindSymlink, // -> libxt_NAT.so, as on Debian
 		"usr/lib/x86_64-linux-gnu/xtables/libxt_NAT.so":        kindFile,

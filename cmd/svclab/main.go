@@ -62,6 +62,7 @@ func usage(err error) error {
 }
 
 func main() {
+	quietLibraries(os.Stderr)
 	os.Exit(runSvclab(os.Args[1:], os.Stderr))
 }
 

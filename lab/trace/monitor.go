@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -122,31 +123,115 @@ func probeSport(line string, port int) (int, bool) {
 	return p.Sport, true
 }
 
-// sync sends probes through the namespace until the monitor has printed one:
-// then it reads events, and every event of a packet sent before the probe has
-// been read (netlink delivers them in order).
-func (m *monitor) sync(port int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+// sync waits until the monitor listens to the kernel's trace events, then sends
+// probes through the namespace until it has printed one: then it has read
+// every event of a packet sent before the probe (netlink delivers them in
+// order). No clock decides that a monitor is too slow: a monitor that has
+// joined the trace group receives the probe's events, however long it takes
+// to print them (an emulated VM under load took over 5 s), so the wait ends
+// when the probe is seen or the monitor dies. A probe is sent again every
+// probeInterval in case one was lost to a full socket buffer; hangGuard only
+// turns a hang (a monitor that never joins and never exits) into an error.
+func (m *monitor) sync(port int) error {
+	start := time.Now()
+	for {
+		joined, err := m.joinedTraceGroup()
+		if err != nil {
+			return err
+		}
+		if joined {
+			break
+		}
+		if err := m.wait(10*time.Millisecond, start); err != nil {
+			return err
+		}
+	}
+	for {
 		sport, err := sendProbe(m.ns, port)
 		if err != nil {
 			return err
 		}
-		for i := 0; i < 10; i++ {
+		for end := time.Now().Add(probeInterval); time.Now().Before(end); {
 			m.mu.Lock()
 			seen := m.probes[sport]
 			m.mu.Unlock()
 			if seen {
 				return nil
 			}
-			select {
-			case <-m.done:
-				return fmt.Errorf("netns %s: %s ended: %s", m.ns, strings.Join(m.cmd.Args, " "), bytes.TrimSpace(m.stderr.Bytes()))
-			case <-time.After(10 * time.Millisecond):
+			if err := m.wait(10*time.Millisecond, start); err != nil {
+				return err
 			}
 		}
 	}
-	return fmt.Errorf("netns %s: %s printed no trace event of a probe in %s", m.ns, strings.Join(m.cmd.Args, " "), timeout)
+}
+
+const (
+	// probeInterval is how often sync sends a probe again.
+	probeInterval = time.Second
+	// hangGuard ends a sync whose monitor neither joins the trace group nor
+	// prints a probe nor exits: far beyond any slow start (seconds in a loaded
+	// emulated VM), it only keeps a broken monitor from hanging the trace.
+	hangGuard = 2 * time.Minute
+)
+
+// wait sleeps d, and fails when the monitor has ended or the sync that
+// started at start has lasted hangGuard.
+func (m *monitor) wait(d time.Duration, start time.Time) error {
+	select {
+	case <-m.done:
+		return fmt.Errorf("netns %s: %s ended: %s", m.ns, strings.Join(m.cmd.Args, " "), bytes.TrimSpace(m.stderr.Bytes()))
+	case <-time.After(d):
+	}
+	if time.Since(start) > hangGuard {
+		return fmt.Errorf("netns %s: %s printed no trace event of a probe in %s", m.ns, strings.Join(m.cmd.Args, " "), hangGuard)
+	}
+	return nil
+}
+
+// nfnlgrpNFTrace is the nfnetlink multicast group of trace events
+// (NFNLGRP_NFTRACE, linux/netfilter/nfnetlink.h); /proc/net/netlink shows a
+// socket's first 32 groups as a bit mask, group g as bit g-1.
+const nfnlgrpNFTrace = 9
+
+// joinedTraceGroup tells whether one of the monitor's netlink sockets has
+// joined the trace group: from then on the kernel queues every trace event
+// to it. It reads the monitor's own /proc/PID/net/netlink (its namespace's
+// netlink sockets) and finds its sockets there by inode.
+func (m *monitor) joinedTraceGroup() (bool, error) {
+	pid := m.cmd.Process.Pid
+	inodes := map[string]bool{}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false, nil // not started yet, or ended: wait tells which
+	}
+	for _, fd := range fds {
+		target, err := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name()))
+		if err == nil && strings.HasPrefix(target, "socket:[") {
+			inodes[strings.TrimSuffix(strings.TrimPrefix(target, "socket:["), "]")] = true
+		}
+	}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/net/netlink", pid))
+	if err != nil {
+		return false, nil
+	}
+	return traceSubscriber(string(data), inodes), nil
+}
+
+// traceSubscriber tells whether the /proc/net/netlink text table lists a
+// NETLINK_NETFILTER socket among inodes that has joined the trace group. Its
+// columns: sk Eth Pid Groups Rmem Wmem Dump Locks Drops Inode.
+func traceSubscriber(table string, inodes map[string]bool) bool {
+	for _, line := range strings.Split(table, "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) < 10 || f[1] != strconv.Itoa(syscall.NETLINK_NETFILTER) || !inodes[f[9]] {
+			continue
+		}
+		groups, err := strconv.ParseUint(f[3], 16, 32)
+		if err == nil && groups&(1<<(nfnlgrpNFTrace-1)) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // sendProbe sends one UDP datagram to 127.0.0.1:port inside ns and returns its

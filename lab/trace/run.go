@@ -33,9 +33,6 @@ type Request struct {
 	Timeout time.Duration
 }
 
-// syncTimeout bounds the wait for a monitor to print its probe.
-const syncTimeout = 5 * time.Second
-
 // Source ports of traced flows: below the ephemeral range (32768-60999), so
 // that no other socket of the lab picks the port while the trace runs, and
 // below the NodePort range.
@@ -189,7 +186,7 @@ func memberOf(l Lab, name string) (record.Member, bool) {
 func syncAll(monitors map[string]*monitor, port int) error {
 	var g errgroup.Group
 	for _, mon := range monitors {
-		g.Go(func() error { return mon.sync(port, syncTimeout) })
+		g.Go(func() error { return mon.sync(port) })
 	}
 	return g.Wait()
 }
