@@ -2,27 +2,26 @@
 # svclab's whole test run, as CI runs it (README: "Run the tests"). As root on a
 # fresh Debian 12 machine it installs what it needs, then runs:
 #   0. scripts/ci/checksources: the repository holds sources only (no tracked
-#      binary, nothing over 1 MB outside docs/bench/), and the Kubernetes component
-#      binary (built from components/ the first time, cached after);
-#   1. the Ginkgo suite in svclab's VM on Debian's kernel: IPVS. Under TCG it is
-#      the longest step, so it is started here and runs in the background, beside
-#      steps 2-6 (its log is shown as it comes, each line prefixed "[vm] "). The
-#      iptables modes in the VM would add some 25 minutes under TCG, and the real
+#      binary, nothing over 1 MB outside docs/bench/);
+#   1. go vet and the Go tests of every package (parsing, rules, the VM runner, ...);
+#   2. the Ginkgo suite on this kernel, in both iptables modes (nft, legacy) and
+#      with the real kube-proxy (nftables, iptables-nft, iptables-legacy), with the
+#      differential check of svclab's iptables proxier against kube-proxy, both
+#      backends;
+#   3. the Ginkgo suite in svclab's VM on Debian's kernel: IPVS. The iptables
+#      modes in the VM would add some 25 minutes under TCG, and the real
 #      kube-proxy's IPVS mode (kube-proxy-ipvs) far more: each of its labs runs an
 #      API server, CoreDNS and a kube-proxy per node in the emulated guest, minutes
-#      a lab (README: "Specs"); they run by hand;
-#   2. go vet and the Go tests of every package (parsing, rules, the VM runner, ...);
-#   3. the Ginkgo suite on this kernel, in both iptables modes (nft, legacy) and
-#      with the real kube-proxy (nftables, iptables-nft, iptables-legacy), with the
-#      differential check of svclab's iptables proxier against kube-proxy;
+#      a lab (README: "Specs"); they run by hand. The VM suite runs after the
+#      host's, not beside it: beside the Go tests' builds and the host suite, an
+#      API server in the emulated guest missed its own post-start hook's bound
+#      (start-service-ip-repair-controllers) and exited;
 #   4. svclab verify on the shipped topologies in every mode, and with the real
 #      kube-proxy in nftables mode;
 #   5. svclab bench --quick, a smoke test of the benchmark's output;
 #   6. vagrant validate and scripts/provision.sh --check. The Vagrant box that boots
 #      (scripts/ci/vagrant.sh) is a job of its own: on a fresh machine it costs more
-#      than this run's budget leaves (README: "Vagrant");
-#   7. the wait for step 1's VM suite, whose exit status and report fail the run
-#      like any step's.
+#      than this run's budget leaves (README: "Vagrant").
 # Every spec of every mode must run and pass: a skipped or pending spec fails the run.
 # Reports land in $SVCLAB_TEST_OUT (default: a new directory under /tmp).
 set -euo pipefail
@@ -42,7 +41,7 @@ mkdir -p "$out"
 # Each step's duration is printed when the next one starts, and all of them in a
 # table at the end, whether the run passed or failed part-way: where CI's time
 # goes, per step (issue 20).
-step_names=() step_secs=() step_name="" step_start=0 vm_pid="" vm_start=""
+step_names=() step_secs=() step_name="" step_start=0
 step_done() {
   [ -n "$step_name" ] || return 0
   local took=$((SECONDS - step_start))
@@ -65,17 +64,7 @@ summary() {
     printf '%4d:%02d  %s%s\n' $((step_secs[i] / 60)) $((step_secs[i] % 60)) "${step_names[i]}" \
       "$([ "${step_names[i]}" = "$failed" ] && echo '  <- failed')"
   done
-  if [ -n "$vm_start" ]; then
-    # The VM suite ran beside the steps above: its own time, not part of the sum.
-    if [ -s "$out/vm/took" ]; then i=$(cat "$out/vm/took"); else i=$((SECONDS - vm_start)); fi
-    printf '%4d:%02d  (beside the steps from %d:%02d: the VM suite itself, %s)\n' $((i / 60)) $((i % 60)) \
-      $((vm_start / 60)) $((vm_start % 60)) "$([ -s "$out/vm/took" ] && echo ended || echo 'cut off')"
-  fi
   printf '%4d:%02d  total\n' $((SECONDS / 60)) $((SECONDS % 60))
-  # A run that ends early takes the VM suite with it: the runner, the guest.
-  if [ -n "$vm_pid" ] && kill -0 "$vm_pid" 2>/dev/null; then
-    kill -- -"$vm_pid" 2>/dev/null || true
-  fi
   # Whatever a failed step left behind goes before the next run.
   go run ./cmd/svclab clean >/dev/null 2>&1 || true
 }
@@ -89,40 +78,6 @@ t0=$SECONDS
 kube_binary=$(go run ./cmd/svclab kube-binary)
 echo "components ready in $((SECONDS - t0)) s: $kube_binary"
 
-# The VM suite, in the background from here to the last step: under TCG (no KVM,
-# as on svclab's own machines) it takes longer than every other step
-# together, and much of the host's suite waits (API servers, kube-proxy syncs,
-# timeouts) rather than computing, so on 2 cores the two overlap well (figures in
-# README: "Specs"). Its labs live in the guest, out of reach of the host suite's
-# `svclab clean`, and the runner keeps nothing in /run/netns or /run/svclab, so
-# the two need no mount namespaces of their own. It runs in a process group of
-# its own (setsid), which the exit trap ends if the run stops early.
-step "Ginkgo suite in svclab's VM (Debian's kernel), started in the background: ipvs"
-mkdir -p "$out/vm"
-rm -f "$out/vm/took" # written when the suite ends: the summary's "ended" or "cut off"
-vm_start=$SECONDS
-# CI stops a run at 90 minutes. The VM suite gets until 85 minutes after the
-# run's start, so that one that overruns fails here, with its report and the step
-# table, rather than being cut off: Ginkgo's own timeout (whose default, 1 h,
-# would otherwise apply) ends the suite and writes its report 3 minutes before
-# the runner's kills the guest. -ginkgo.v prints each spec's name and time on
-# lines of their own, so CI's log shows the VM suite's progress as it goes (the
-# default reporter's one dot per spec would reach it only with the next newline).
-vm_minutes=$((85 - SECONDS / 60))
-setsid bash -c '
-  start=$SECONDS status=0
-  scripts/vm/run.sh --out "$1/vm" --timeout "$3m" --mem 4096 --kube-binary "$2" \
-    --env SVCLAB_MODES=ipvs --env SVCLAB_BIN=/svclab/bin/svclab \
-    --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml \
-    -ginkgo.v -ginkgo.timeout="$(($3 - 3))m" -test.timeout="$(($3 - 2))m" || status=$?
-  go run ./scripts/ci/checkreport "$1/vm/specs-vm.json" || status=$?
-  echo $((SECONDS - start)) > "$1/vm/took"
-  echo "VM suite: exit $status after $((SECONDS - start)) s"
-  exit $status' vm-suite "$out" "$kube_binary" "$vm_minutes" \
-  > >(tee "$out/vm/log" | sed -u 's/^/[vm] /') 2>&1 &
-vm_pid=$!
-echo "VM suite started (process group $vm_pid); its whole log: $out/vm/log"
-
 step "go vet and Go tests"
 go vet ./...
 go test -count=1 -timeout 20m ./lab/... ./vm/... ./cmd/... ./scripts/...
@@ -132,9 +87,17 @@ go test -count=1 -timeout 20m ./lab/... ./vm/... ./cmd/... ./scripts/...
 # 2-core machine, hence the longer timeouts); with iptables-nft and
 # kube-proxy-iptables-nft listed (and the two legacy ones) the suite also runs the
 # differential check of svclab's proxier against kube-proxy (label differential).
+# kube-proxy-ipvs (in the VM) is a mode of the suite too, left out of this run for
+# its time under TCG (README: "Specs").
 step "Ginkgo suite on this kernel ($(uname -r)): iptables-nft, iptables-legacy, and the real kube-proxy (nftables, iptables-nft, iptables-legacy)"
 SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
   iptables-nft,iptables-legacy,kube-proxy-nftables,kube-proxy-iptables-nft,kube-proxy-iptables-legacy
+
+step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs"
+scripts/vm/run.sh --out "$out/vm" --timeout 90m --mem 4096 --kube-binary "$kube_binary" \
+  --env SVCLAB_MODES=ipvs --env SVCLAB_BIN=/svclab/bin/svclab \
+  --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml -test.timeout=80m
+go run ./scripts/ci/checkreport "$out/vm/specs-vm.json"
 
 step "svclab verify, every mode, on the shipped topologies"
 for topo in web httpd; do
@@ -160,15 +123,6 @@ fi
 # The Vagrantfile parses, and provisioning does what this kernel allows.
 vagrant validate --ignore-provider
 scripts/provision.sh --check
-
-step "Ginkgo suite in svclab's VM (Debian's kernel): waiting for it to end (started in the background after the components)"
-vm_status=0
-wait "$vm_pid" || vm_status=$?
-vm_pid=""
-# The suite's own duration has a line of its own in the table; this step's is
-# the wait.
-echo "VM suite: exit $vm_status, $(cat "$out/vm/took" 2>/dev/null || echo '?') s in all; its whole log: $out/vm/log"
-[ "$vm_status" -eq 0 ]
 
 step "nothing left behind"
 left=$(ip netns list | grep -c '^svclab-' || true)

@@ -148,8 +148,21 @@ var _ = Describe("Conntrack", func() {
 				d.SrcPort = 41000
 				r, err := traffic.Request(d)
 				Expect(err).NotTo(HaveOccurred())
-				old := r.Pod
+				old, oldIP := r.Pod, r.Addr.Addr()
 				notReady(l, old)
+				// The lab takes a node as programmed once its rules are in; the
+				// real kube-proxy deletes the stale entries after writing them, in
+				// the same sync (svclab's proxiers before the sync returns), so a
+				// datagram sent in between would keep the old entry alive. Seen on
+				// a loaded machine: the next datagram still went to the old pod.
+				// The entry's own timeout (nf_conntrack_udp_timeout, 30 s) is three
+				// times this bound: an entry gone within it was deleted, not expired.
+				Eventually(func(g Gomega) {
+					for _, f := range conntrackEntries(l, "node-1") {
+						g.Expect(f.Forward.Protocol == unix.IPPROTO_UDP && f.Reverse.SrcIP.Equal(net.IP(oldIP.AsSlice()))).
+							To(BeFalse(), "a conntrack entry with replies from %s is left: %s", old, f)
+					}
+				}).WithTimeout(10 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
 				r, err = traffic.Request(d)
 				Expect(err).NotTo(HaveOccurred())
 				Expect(r.Pod).NotTo(Equal(old))
