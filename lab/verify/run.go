@@ -122,6 +122,17 @@ func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) 
 		}
 		netns[i] = member.NetNS
 	}
+	var hijacks *hijackFinder
+	if m == proxy.ModelIPVS {
+		hijacks = &hijackFinder{nodes: map[string]string{}}
+		for _, n := range l.Topology().Nodes {
+			member, err := l.Member(n.Name)
+			if err != nil {
+				return nil, fmt.Errorf("verify: node %s: %w", n.Name, err)
+			}
+			hijacks.nodes[n.Name] = member.NetNS
+		}
+	}
 	checks := make([]Check, len(flows))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 4)
@@ -170,7 +181,7 @@ func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) 
 			defer wg.Done()
 			budget := newICMPBudget()
 			for _, i := range list {
-				checks[i] = check(ctx, flows[i], netns[i], label, budget)
+				checks[i] = check(ctx, flows[i], netns[i], label, budget, hijacks)
 			}
 		}()
 	}
@@ -182,7 +193,7 @@ func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) 
 			defer wg.Done()
 			defer func() { <-sem }()
 			for _, i := range group {
-				checks[i] = check(ctx, flows[i], netns[i], label, nil)
+				checks[i] = check(ctx, flows[i], netns[i], label, nil, hijacks)
 			}
 		}()
 	}
@@ -274,8 +285,10 @@ func attemptsForShare(k int, p float64) int {
 	return int(math.Ceil(math.Log(missRate/float64(k)) / math.Log(1-p)))
 }
 
-// check makes one flow's attempts from the namespace netns.
-func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget) Check {
+// check makes one flow's attempts from the namespace netns. In IPVS mode an
+// answered flow's attempt that times out is made again when hijacks finds its
+// replies were taken by an older IPVS connection (see hijack.go).
+func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget, hijacks *hijackFinder) Check {
 	c := f.planned(label)
 	dial := traffic.Dial{From: netns, Protocol: f.Protocol, To: f.Target.Addr, Timeout: answerTimeout}
 	exp := f.Expected
@@ -307,6 +320,7 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 	// of missing it by missRate too.
 	accounted := exp.MayTimeout || len(exp.Backends) >= f.Candidates
 	obs := newObservation()
+	var taken []string
 	ok := true
 	for i := 0; i < attempts && ctx.Err() == nil; i++ {
 		c.Attempts++
@@ -318,6 +332,13 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 		}
 		r, err := traffic.Request(dial)
 		out := traffic.Classify(err)
+		if out == traffic.Timeout && exp.Outcome == traffic.Answered && !exp.MayTimeout && hijacks != nil && len(taken) < maxHijacked {
+			if why := hijacks.find(f); why != "" {
+				taken = append(taken, why)
+				i--
+				continue
+			}
+		}
 		obs.add(out, r)
 		if !exp.admits(out, r) {
 			ok = false
@@ -328,6 +349,9 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget)
 		}
 	}
 	c.Observed = obs.String()
+	if len(taken) > 0 {
+		c.Observed += fmt.Sprintf("; %d attempt(s) made again: %s", len(taken), strings.Join(taken, "; "))
+	}
 	switch {
 	case exp.Outcome == traffic.Refused:
 		ok = ok && obs.outcomes[traffic.Refused] > 0
