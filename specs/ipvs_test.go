@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
+	"github.com/svclab/svclab/lab/verify"
 )
 
 // ipvsLab: three backends of app b (two on node-1), two of app g, client pods on
@@ -402,6 +404,51 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 			c.Abort()
 			Eventually(func() *ipvs.Destination { return realServer(l, "node-1", "10.96.0.30", 80, r.Addr) }).
 				WithTimeout(60*time.Second).WithPolling(500*time.Millisecond).Should(BeNil(), "deleted once the reset connection expired (10 s)")
+		})
+
+		// IPVS matches a real server's reply to its connection table by the client's
+		// address and port and the real server's only, and keeps a UDP connection
+		// 300 s: a later flow from the same client address and port to the same
+		// endpoint that does not go through the virtual server has its replies
+		// rewritten to come from the virtual server, and its client never sees one.
+		// verify meets this when a masquerade picks such a port, and makes the
+		// attempt again on exactly this evidence (lab/verify/hijack.go).
+		It("gives the replies of a later flow to an older connection from the same client address and port to the same real server", func() {
+			const from, nodePort = "c-7", "192.168.1.10:30053"
+			// A port that is no connection's yet in node-1's table; rr sends a
+			// third of the NodePort's connections to b-2 on node-2, whose replies
+			// do not pass node-1: the first port whose connection node-1 ends on
+			// one of its own endpoints is the one.
+			var port uint16
+			var backend netip.AddrPort
+			for p := uint16(41001); p < 41010 && port == 0; p++ {
+				d := dial(l, from, "UDP", nodePort, 2*time.Second)
+				d.SrcPort = int(p)
+				r, err := traffic.Request(d)
+				Expect(err).NotTo(HaveOccurred())
+				if r.Node == "node-1" {
+					port, backend = p, r.Addr
+				}
+			}
+			Expect(port).NotTo(BeZero(), "rr sent 9 connections in a row to node-2")
+			out, err := namespaces.Output(netnsOf(l, "node-1"), "ipvsadm", "-Lnc")
+			Expect(err).NotTo(HaveOccurred())
+			Expect(string(out)).To(MatchRegexp(`UDP +\S+ +UDP +10\.244\.2\.107:%d +%s +%s\n`, port, regexp.QuoteMeta(nodePort), regexp.QuoteMeta(backend.String())))
+
+			direct := dial(l, from, "UDP", backend.String(), time.Second)
+			direct.SrcPort = int(port)
+			_, err = traffic.Request(direct)
+			Expect(traffic.Classify(err)).To(Equal(traffic.Timeout), "the endpoint's reply is node-1's NodePort's now")
+			flow := verify.Flow{Protocol: "UDP", Target: verify.Target{Addr: backend}, Expected: verify.Expectation{Backends: map[string][]netip.Addr{backend.String(): nil}}}
+			taken, err := verify.ReplyTaken(l, flow)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(taken).To(ContainSubstring(fmt.Sprintf("taken by node-1's older IPVS connection 10.244.2.107:%d -> %s -> %s", port, nodePort, backend)))
+
+			By("negative control: from a port no connection holds, the same datagram is answered")
+			direct.SrcPort = int(port) + 100
+			r, err := traffic.Request(direct)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(r.Addr).To(Equal(backend))
 		})
 	})
 

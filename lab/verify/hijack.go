@@ -80,6 +80,29 @@ type hijackFinder struct {
 	nodes map[string]string
 }
 
+func newHijackFinder(l Lab) (*hijackFinder, error) {
+	h := &hijackFinder{nodes: map[string]string{}}
+	for _, n := range l.Topology().Nodes {
+		member, err := l.Member(n.Name)
+		if err != nil {
+			return nil, fmt.Errorf("verify: node %s: %w", n.Name, err)
+		}
+		h.nodes[n.Name] = member.NetNS
+	}
+	return h, nil
+}
+
+// ReplyTaken says which older IPVS connection of which node of lab l takes the
+// replies of flow f (its target, protocol and expected backends), as verify
+// looks for it after an attempt that timed out; "" when none does.
+func ReplyTaken(l Lab, f Flow) (string, error) {
+	h, err := newHijackFinder(l)
+	if err != nil {
+		return "", err
+	}
+	return h.find(f), nil
+}
+
 // find returns the evidence for flow f: where the attempt was translated, and
 // which IPVS connection of which node takes its replies; "" when there is none.
 func (h *hijackFinder) find(f Flow) string {

@@ -124,13 +124,8 @@ func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) 
 	}
 	var hijacks *hijackFinder
 	if m == proxy.ModelIPVS {
-		hijacks = &hijackFinder{nodes: map[string]string{}}
-		for _, n := range l.Topology().Nodes {
-			member, err := l.Member(n.Name)
-			if err != nil {
-				return nil, fmt.Errorf("verify: node %s: %w", n.Name, err)
-			}
-			hijacks.nodes[n.Name] = member.NetNS
+		if hijacks, err = newHijackFinder(l); err != nil {
+			return nil, err
 		}
 	}
 	checks := make([]Check, len(flows))
