@@ -49,8 +49,8 @@ func StaleUDPFlows(cur []ServicePort, flows []*netlink.ConntrackFlow) []*netlink
 		if f.Forward.Protocol != unix.IPPROTO_UDP {
 			continue
 		}
-		dst, ok1 := addrPort(f.Forward.DstIP, f.Forward.DstPort)
-		replySrc, ok2 := addrPort(f.Reverse.SrcIP, f.Reverse.SrcPort)
+		dst, ok1 := TupleAddr(f.Forward.DstIP, f.Forward.DstPort)
+		replySrc, ok2 := TupleAddr(f.Reverse.SrcIP, f.Reverse.SrcPort)
 		if !ok1 || !ok2 {
 			continue
 		}
@@ -65,7 +65,9 @@ func StaleUDPFlows(cur []ServicePort, flows []*netlink.ConntrackFlow) []*netlink
 	return stale
 }
 
-func addrPort(ip []byte, port uint16) (netip.AddrPort, bool) {
+// TupleAddr is a conntrack tuple's address and port; false when the address is
+// not one.
+func TupleAddr(ip []byte, port uint16) (netip.AddrPort, bool) {
 	a, ok := netip.AddrFromSlice(ip)
 	if !ok {
 		return netip.AddrPort{}, false
@@ -142,7 +144,7 @@ type flowKey struct {
 }
 
 func flowKeyOf(f *netlink.ConntrackFlow) flowKey {
-	ap := func(ip []byte, port uint16) netip.AddrPort { a, _ := addrPort(ip, port); return a }
+	ap := func(ip []byte, port uint16) netip.AddrPort { a, _ := TupleAddr(ip, port); return a }
 	return flowKey{
 		proto:  f.Forward.Protocol,
 		fwdSrc: ap(f.Forward.SrcIP, f.Forward.SrcPort), fwdDst: ap(f.Forward.DstIP, f.Forward.DstPort),
