@@ -18,6 +18,7 @@ import (
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/trace"
 	"github.com/svclab/svclab/lab/traffic"
 	"github.com/svclab/svclab/lab/verify"
 )
@@ -413,7 +414,7 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 		// rewritten to come from the virtual server, and its client never sees one.
 		// verify meets this when a masquerade picks such a port, and makes the
 		// attempt again on exactly this evidence (lab/verify/hijack.go).
-		It("gives the replies of a later flow to an older connection from the same client address and port to the same real server", func() {
+		It("gives the replies of a later flow to an older connection from the same client address and port to the same real server, and svclab trace names that connection", func() {
 			const from, nodePort = "c-7", "192.168.1.10:30053"
 			// A port that is no connection's yet in node-1's table; rr sends a
 			// third of the NodePort's connections to b-2 on node-2, whose replies
@@ -444,11 +445,23 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 			Expect(err).NotTo(HaveOccurred())
 			Expect(taken).To(ContainSubstring(fmt.Sprintf("taken by node-1's older IPVS connection 10.244.2.107:%d -> %s -> %s", port, nodePort, backend)))
 
-			By("negative control: from a port no connection holds, the same datagram is answered")
+			By("svclab trace from that port names the connection that took the reply")
+			req := trace.Request{From: from, To: backend, Protocol: "UDP", SrcPort: port, Timeout: time.Second}
+			t, err := trace.Run(ctx(), trace.FromRecord(l.Record()), req)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(t.End.Outcome).To(Equal(trace.Dropped), "%s", t.End)
+			Expect(t.End.Member).To(Equal("node-1"))
+			Expect(t.End.By).To(ContainSubstring(fmt.Sprintf("given to an older IPVS connection, 10.244.2.107:%d -> %s -> %s", port, nodePort, backend)))
+
+			By("negative control: from a port no connection holds, the same datagram is answered, and traced so")
 			direct.SrcPort = int(port) + 100
 			r, err := traffic.Request(direct)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(r.Addr).To(Equal(backend))
+			req.SrcPort = port + 101
+			t, err = trace.Run(ctx(), trace.FromRecord(l.Record()), req)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(t.End.Outcome).To(Equal(trace.Answered), "%s", t.End)
 		})
 	})
 

@@ -20,9 +20,10 @@ import (
 
 func newTraceCommand() *cobra.Command {
 	var (
-		f      labFlags
-		udp    bool
-		asJSON bool
+		f       labFlags
+		udp     bool
+		asJSON  bool
+		srcPort uint16
 	)
 	cmd := &cobra.Command{
 		Use:   "trace LAB FROM DEST:PORT | trace [-f FILE] [--mode MODE] FROM DEST:PORT",
@@ -38,7 +39,8 @@ dropped (the last rule seen).
 nf_tables rules are read from the kernel's trace events (nft monitor trace for nftables
 mode, xtables-monitor --trace for iptables-nft); iptables-legacy rules from per-rule
 counter deltas, which need an otherwise quiet lab. The trace's temporary table is removed
-afterwards.
+afterwards. In IPVS mode a flow whose reply a node's older IPVS connection took (same
+client address and port, same real server) ends naming that connection.
 
 With three arguments it traces in the running lab LAB; with two it builds a throwaway lab
 from -f (default: the built-in web.yaml) with the lab flags, traces, and tears it down.`,
@@ -53,11 +55,11 @@ from -f (default: the built-in web.yaml) with the lab flags, traces, and tears i
 			if err != nil {
 				return usage(fmt.Errorf("DEST:PORT %q: %w", args[len(args)-1], err))
 			}
-			req := trace.Request{From: args[len(args)-2], To: dest, Protocol: "TCP"}
+			req := trace.Request{From: args[len(args)-2], To: dest, Protocol: "TCP", SrcPort: srcPort}
 			if udp {
 				req.Protocol = "UDP"
 			}
-			if len(args) == 3 && cmd.Flags().NFlag() > countFlags(cmd, "udp", "json") {
+			if len(args) == 3 && cmd.Flags().NFlag() > countFlags(cmd, "udp", "json", "source-port") {
 				return usage(errors.New("a running lab (LAB FROM DEST:PORT) is traced as it is: the lab flags are for a throwaway lab (FROM DEST:PORT)"))
 			}
 			if err := namespaces.CheckPrivileges(); err != nil {
@@ -94,6 +96,7 @@ from -f (default: the built-in web.yaml) with the lab flags, traces, and tears i
 	f.register(cmd.Flags())
 	cmd.Flags().BoolVar(&udp, "udp", false, "send one UDP datagram instead of a TCP connection")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the trace as JSON")
+	cmd.Flags().Uint16Var(&srcPort, "source-port", 0, "send from this source port, to replay a client's flow (conntrack and IPVS keep state by it); default: a random one of 20000-29999, below the ephemeral range")
 	return cmd
 }
 

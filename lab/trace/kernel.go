@@ -2,22 +2,27 @@ package trace
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
-	"strconv"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/ipvs"
 )
 
 // conntrackOf is the entry of the flow from source port port in the namespace
-// ns: the one whose original source port, or reply destination port, is it
-// (SNAT keeps the port when it can).
-func conntrackOf(ns *namespaces.NS, protocol string, port int) (*Conntrack, error) {
+// ns: one whose original source port, or reply destination port, is it (SNAT
+// keeps the port when it can). Where several are (an older flow from the same
+// port), the one to dst, the packet's destination as it entered ns, else the
+// one to the trace's own destination to.
+func conntrackOf(ns *namespaces.NS, protocol string, port int, dst, to netip.AddrPort) (*Conntrack, error) {
 	flows, err := proxy.ListConntrack(ns.Netlink)
 	if err != nil {
 		return nil, fmt.Errorf("netns %s: %w", ns, err)
@@ -26,6 +31,7 @@ func conntrackOf(ns *namespaces.NS, protocol string, port int) (*Conntrack, erro
 	if strings.EqualFold(protocol, "UDP") {
 		proto = unix.IPPROTO_UDP
 	}
+	var found []*Conntrack
 	for _, f := range flows {
 		if f.Forward.Protocol != proto || (int(f.Forward.SrcPort) != port && int(f.Reverse.DstPort) != port) {
 			continue
@@ -45,7 +51,17 @@ func conntrackOf(ns *namespaces.NS, protocol string, port int) (*Conntrack, erro
 		if tcp, ok := f.ProtoInfo.(*netlink.ProtoInfoTCP); ok {
 			c.State = tcpStates[tcp.State]
 		}
-		return c, nil
+		found = append(found, c)
+	}
+	for _, want := range []netip.AddrPort{dst, to} {
+		for _, c := range found {
+			if want.IsValid() && c.Original.Dst == want {
+				return c, nil
+			}
+		}
+	}
+	if len(found) > 0 {
+		return found[0], nil
 	}
 	return nil, nil
 }
@@ -97,23 +113,51 @@ func routeOf(ns *namespaces.NS, src, dst netip.Addr, iif string) (string, error)
 	return b.String(), nil
 }
 
-// ipvsConnections are the IPVS connection table's lines (ipvsadm -Lnc) of the
-// flow from source port port: protocol, expiry, state, source, virtual
-// service and real server.
-func ipvsConnections(ns *namespaces.NS, port int) ([]string, error) {
-	out, err := ns.Output("ipvsadm", "-Lnc")
-	if err != nil {
-		return nil, err
-	}
-	var conns []string
-	suffix := ":" + strconv.Itoa(port)
-	for _, line := range strings.Split(string(out), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 6 && strings.HasSuffix(f[3], suffix) {
-			conns = append(conns, strings.Join(f, " "))
+// ipvsConns is the IPVS connection table of every node of l, by node.
+func ipvsConns(l Lab, nss map[string]*namespaces.NS) (map[string][]ipvs.Conn, error) {
+	conns := map[string][]ipvs.Conn{}
+	for _, m := range l.Members {
+		if m.Kind != member.KindNode {
+			continue
 		}
+		c, err := ipvs.Conns(nss[m.Name])
+		if err != nil {
+			return nil, err
+		}
+		conns[m.Name] = c
 	}
 	return conns, nil
+}
+
+// fromPort are the connections of conns from source port port.
+func fromPort(conns []ipvs.Conn, port int) []string {
+	var lines []string
+	for _, c := range conns {
+		if int(c.Source.Port()) == port {
+			lines = append(lines, c.String())
+		}
+	}
+	return lines
+}
+
+// replyTaken is the node whose older IPVS connection takes the replies of the
+// traced flow, and how, when one does (ipvs.ReplyTaker): the flow's conntrack
+// entry where it was translated (its original destination is the trace's)
+// names the endpoint and the client address and port that endpoint answers.
+func replyTaken(t *Trace, conns map[string][]ipvs.Conn) (node, how string) {
+	for _, h := range t.Hops {
+		c := h.Conntrack
+		if c == nil || c.Original.Dst != t.To {
+			continue
+		}
+		for _, name := range slices.Sorted(maps.Keys(conns)) {
+			if old, ok := ipvs.ReplyTaker(conns[name], t.Protocol, t.To, c.Reply.Src, c.Reply.Dst); ok {
+				return name, fmt.Sprintf("IPVS: the reply of %s to %s was given to an older IPVS connection, %s -> %s -> %s (IPVS matches a real server's replies by client address and port and real server only)",
+					c.Reply.Src, c.Reply.Dst, old.Source, old.Virtual, old.Destination)
+			}
+		}
+	}
+	return "", ""
 }
 
 // ipvsEmptyService is the virtual service for dst (protocol TCP or UDP) in ns

@@ -15,6 +15,7 @@ import (
 
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxy/ipvs"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -31,6 +32,10 @@ type Request struct {
 	Protocol string
 	// Timeout bounds the connection and its reply (traffic.DefaultTimeout when 0).
 	Timeout time.Duration
+	// SrcPort is the client's source port; 0 picks one of the trace's own
+	// range. A given one replays a flow from the port a client used (IPVS and
+	// conntrack keep state by it).
+	SrcPort uint16
 }
 
 // Source ports of traced flows: below the ephemeral range (32768-60999), so
@@ -76,7 +81,10 @@ func Run(ctx context.Context, l Lab, req Request) (*Trace, error) {
 		a, _ := netip.ParseAddr(from.IP)
 		t.Source = netip.AddrPortFrom(a, 0)
 	}
-	port := firstPort + rand.IntN(ports)
+	port := int(req.SrcPort)
+	if port == 0 {
+		port = firstPort + rand.IntN(ports)
+	}
 	t.Source = netip.AddrPortFrom(t.Source.Addr(), uint16(port))
 
 	nss := map[string]*namespaces.NS{}
@@ -140,8 +148,8 @@ func Run(ctx context.Context, l Lab, req Request) (*Trace, error) {
 		}
 	}
 
-	reply, err := traffic.Request(traffic.Dial{From: from.NetNS, Protocol: protocol, To: req.To, SrcPort: port, Timeout: req.Timeout})
-	outcome := traffic.Classify(err)
+	reply, dialErr := traffic.Request(traffic.Dial{From: from.NetNS, Protocol: protocol, To: req.To, SrcPort: port, Timeout: req.Timeout})
+	outcome := traffic.Classify(dialErr)
 
 	if err := syncAll(monitors, port); err != nil {
 		return nil, err
@@ -161,14 +169,21 @@ func Run(ctx context.Context, l Lab, req Request) (*Trace, error) {
 			deltas[name] = pathOrder(counterDeltas(before[name], list))
 		}
 	}
+	var conns map[string][]ipvs.Conn
+	if l.Mode == "ipvs" {
+		var err error
+		if conns, err = ipvsConns(l, nss); err != nil {
+			return nil, err
+		}
+	}
 	for _, m := range order(l, from, reply, evs, deltas) {
-		hop, err := hopOf(l, m, from, t, evs[m.Name], deltas[m.Name], nss[m.Name], port)
+		hop, err := hopOf(l, m, from, t, evs[m.Name], deltas[m.Name], nss[m.Name], port, conns[m.Name])
 		if err != nil {
 			return nil, err
 		}
 		t.Hops = append(t.Hops, hop)
 	}
-	t.End = endOf(t, outcome, reply, err)
+	t.End = endOf(t, outcome, reply, dialErr, conns)
 	t.End.Observed = outcome
 	return t, nil
 }
@@ -250,7 +265,8 @@ func order(l Lab, from record.Member, reply traffic.Reply, evs map[string][]*eve
 }
 
 // hopOf is what member m did with the packet.
-func hopOf(l Lab, m, from record.Member, t *Trace, evs []*event, deltas []Rule, ns *namespaces.NS, port int) (Hop, error) {
+// conns is its IPVS connection table in IPVS mode.
+func hopOf(l Lab, m, from record.Member, t *Trace, evs []*event, deltas []Rule, ns *namespaces.NS, port int, conns []ipvs.Conn) (Hop, error) {
 	h := Hop{Member: m.Name, Kind: m.Kind, Counters: deltas}
 	var first *packet
 	for _, e := range evs {
@@ -268,7 +284,11 @@ func hopOf(l Lab, m, from record.Member, t *Trace, evs []*event, deltas []Rule, 
 		return h, nil
 	}
 	if hasRules(m) || m.Name == from.Name {
-		c, err := conntrackOf(ns, t.Protocol, port)
+		var dst netip.AddrPort
+		if first != nil && first.Dst.IsValid() && first.Dport != 0 {
+			dst = netip.AddrPortFrom(first.Dst, uint16(first.Dport))
+		}
+		c, err := conntrackOf(ns, t.Protocol, port, dst, t.To)
 		if err != nil {
 			return h, err
 		}
@@ -288,12 +308,8 @@ func hopOf(l Lab, m, from record.Member, t *Trace, evs []*event, deltas []Rule, 
 		h.Route = r
 	}
 	if l.Mode == "ipvs" && m.Kind == member.KindNode {
-		conns, err := ipvsConnections(ns, port)
-		if err != nil {
-			return h, err
-		}
-		h.IPVS = conns
-		if len(conns) == 0 {
+		h.IPVS = fromPort(conns, port)
+		if len(h.IPVS) == 0 {
 			dst := netip.AddrPortFrom(t.To.Addr(), t.To.Port())
 			if first != nil && first.Dst.IsValid() && first.Dport != 0 {
 				dst = netip.AddrPortFrom(first.Dst, uint16(first.Dport))
@@ -310,7 +326,8 @@ func hopOf(l Lab, m, from record.Member, t *Trace, evs []*event, deltas []Rule, 
 
 // endOf is how the flow ended: its outcome as the client saw it, and who
 // answered, refused or dropped it as the trace shows.
-func endOf(t *Trace, outcome traffic.Outcome, reply traffic.Reply, err error) End {
+// conns are the nodes' IPVS connection tables in IPVS mode.
+func endOf(t *Trace, outcome traffic.Outcome, reply traffic.Reply, err error, conns map[string][]ipvs.Conn) End {
 	if outcome == traffic.Answered {
 		return End{Outcome: Answered, Pod: reply.Pod, Backend: reply.Addr, Seen: reply.Client}
 	}
@@ -339,6 +356,10 @@ func endOf(t *Trace, outcome traffic.Outcome, reply traffic.Reply, err error) En
 	e.Outcome = Dropped
 	if member, r := lastRule(t, isDrop); r != nil {
 		e.By, e.Member, e.Rule = "DROP rule", member, r
+		return e
+	}
+	if node, how := replyTaken(t, conns); how != "" {
+		e.By, e.Member = how, node
 		return e
 	}
 	if member, r := lastRule(t, func(Rule) bool { return true }); r != nil {

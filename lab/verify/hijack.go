@@ -9,68 +9,27 @@ import (
 
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/ipvs"
 )
 
-// An IPVS node answers a real server's reply from the IPVS connection table by
-// the client's address and port and the real server's only (ip_vs_conn_out_get),
-// and keeps a finished connection there for minutes (UDP 300 s, TCP TIME_WAIT
-// 120 s). A later flow that reaches the same real server from the same address
-// and port without going through that virtual server has its replies taken: IPVS
-// rewrites their source to the old virtual server's and the client never sees an
-// answer. In a lab this happens when a node masquerades one flow (MASQUERADE
-// --random-fully picks a port among 64,512) to the port it used itself a moment
-// before as the client of another node's NodePort with the same endpoint, or a
-// pod's ClusterIP flow leaves from the port its NodePort flow did: seen in 5 of
-// 18 verify runs of policies-local.yaml in ipvs in the VM here, and once in CI
-// (its ClientIP affinity Services make 1,472 attempts a run). It is the kernel's doing,
-// not the rules', so an attempt lost that way is made again, and the check says so.
+// An attempt of an answered flow that times out in IPVS mode may have had its
+// replies taken by an older IPVS connection (ipvs.ReplyTaker says how). In a lab
+// this happens when a node masquerades one flow (MASQUERADE --random-fully picks
+// a port among 64,512) to the port it used itself a moment before as the client
+// of another node's NodePort with the same endpoint, or a pod's ClusterIP flow
+// leaves from the port its NodePort flow did: seen in 5 of 18 verify runs of
+// policies-local.yaml in ipvs in the VM here, and once in CI (its ClientIP
+// affinity Services make 1,472 attempts a run). It is the kernel's doing, not
+// the rules', so an attempt lost that way is made again, and the check says so.
 //
 // maxHijacked bounds the attempts made again within one check.
 const maxHijacked = 3
-
-// ipvsConn is one line of the IPVS connection table (ipvsadm -Lnc).
-type ipvsConn struct {
-	Protocol                     string
-	Source, Virtual, Destination netip.AddrPort
-}
-
-// parseIPVSConns reads ipvsadm -Lnc: "pro expire state source virtual
-// destination" after two header lines. Persistence templates (source port 0)
-// translate nothing and are left out.
-func parseIPVSConns(out string) []ipvsConn {
-	var conns []ipvsConn
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) < 6 {
-			continue
-		}
-		src, err1 := netip.ParseAddrPort(f[3])
-		virt, err2 := netip.ParseAddrPort(f[4])
-		dst, err3 := netip.ParseAddrPort(f[5])
-		if err1 != nil || err2 != nil || err3 != nil || src.Port() == 0 {
-			continue
-		}
-		conns = append(conns, ipvsConn{Protocol: f[0], Source: src, Virtual: virt, Destination: dst})
-	}
-	return conns
-}
 
 // pairing is what a conntrack entry says of one attempt: the target it was
 // sent to (its original destination) and, in its reply tuple, the endpoint
 // that got it and the client address and port that endpoint answers.
 type pairing struct {
 	Target, Endpoint, Client netip.AddrPort
-}
-
-// takenBy is the connection of conns whose replies the attempt p would be
-// given to instead: same client and endpoint, another virtual server.
-func takenBy(p pairing, protocol string, conns []ipvsConn) (ipvsConn, bool) {
-	for _, c := range conns {
-		if strings.EqualFold(c.Protocol, protocol) && c.Source == p.Client && c.Destination == p.Endpoint && c.Virtual != p.Target {
-			return c, true
-		}
-	}
-	return ipvsConn{}, false
 }
 
 // hijackFinder looks, in every node of a lab, for the evidence that a timed-out
@@ -100,44 +59,53 @@ func ReplyTaken(l Lab, f Flow) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return h.find(f), nil
+	return h.find(f)
 }
 
 // find returns the evidence for flow f: where the attempt was translated, and
 // which IPVS connection of which node takes its replies; "" when there is none.
-func (h *hijackFinder) find(f Flow) string {
-	conns := map[string][]ipvsConn{}
-	for name, netns := range h.nodes {
-		out, err := namespaces.Output(netns, "ipvsadm", "-Lnc")
-		if err != nil {
-			return ""
+// An error is a node whose tables could not be read: the evidence may be there.
+func (h *hijackFinder) find(f Flow) (string, error) {
+	conns := map[string][]ipvs.Conn{}
+	nss := map[string]*namespaces.NS{}
+	defer func() {
+		for _, ns := range nss {
+			ns.Close()
 		}
-		conns[name] = parseIPVSConns(string(out))
+	}()
+	for name, netns := range h.nodes {
+		ns, err := namespaces.Open(netns)
+		if err != nil {
+			return "", fmt.Errorf("node %s: %w", name, err)
+		}
+		nss[name] = ns
+		if conns[name], err = ipvs.Conns(ns); err != nil {
+			return "", fmt.Errorf("node %s: %w", name, err)
+		}
 	}
-	for _, netns := range h.nodes {
-		for _, p := range h.pairings(netns, f) {
+	for node, ns := range nss {
+		ps, err := pairings(ns, f)
+		if err != nil {
+			return "", fmt.Errorf("node %s: %w", node, err)
+		}
+		for _, p := range ps {
 			for name, cs := range conns {
-				if c, ok := takenBy(p, f.Protocol, cs); ok {
+				if c, ok := ipvs.ReplyTaker(cs, f.Protocol, p.Target, p.Endpoint, p.Client); ok {
 					return fmt.Sprintf("a reply of %s to %s was taken by %s's older IPVS connection %s -> %s -> %s",
-						p.Endpoint, p.Client, name, c.Source, c.Virtual, c.Destination)
+						p.Endpoint, p.Client, name, c.Source, c.Virtual, c.Destination), nil
 				}
 			}
 		}
 	}
-	return ""
+	return "", nil
 }
 
-// pairings are the conntrack entries of namespace netns for flows to f's
-// target that one of its expected backends got.
-func (h *hijackFinder) pairings(netns string, f Flow) []pairing {
-	ns, err := namespaces.Open(netns)
-	if err != nil {
-		return nil
-	}
-	defer ns.Close()
+// pairings are the conntrack entries of namespace ns for flows to f's target
+// that one of its expected backends got.
+func pairings(ns *namespaces.NS, f Flow) ([]pairing, error) {
 	flows, err := proxy.ListConntrack(ns.Netlink)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	proto := uint8(unix.IPPROTO_TCP)
 	if strings.EqualFold(f.Protocol, "UDP") {
@@ -159,5 +127,5 @@ func (h *hijackFinder) pairings(netns string, f Flow) []pairing {
 		client, _ := proxy.TupleAddr(fl.Reverse.DstIP, fl.Reverse.DstPort)
 		ps = append(ps, pairing{Target: target, Endpoint: endpoint, Client: client})
 	}
-	return ps
+	return ps, nil
 }

@@ -316,6 +316,9 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget,
 	accounted := exp.MayTimeout || len(exp.Backends) >= f.Candidates
 	obs := newObservation()
 	var taken []string
+	// unread is the first failure to read the kernel's tables for that
+	// evidence: the check fails as it would have, and says so.
+	var unread error
 	ok := true
 	for i := 0; i < attempts && ctx.Err() == nil; i++ {
 		c.Attempts++
@@ -328,10 +331,14 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget,
 		r, err := traffic.Request(dial)
 		out := traffic.Classify(err)
 		if out == traffic.Timeout && exp.Outcome == traffic.Answered && !exp.MayTimeout && hijacks != nil && len(taken) < maxHijacked {
-			if why := hijacks.find(f); why != "" {
+			why, err := hijacks.find(f)
+			if why != "" {
 				taken = append(taken, why)
 				i--
 				continue
+			}
+			if err != nil && unread == nil {
+				unread = err
 			}
 		}
 		obs.add(out, r)
@@ -346,6 +353,9 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget,
 	c.Observed = obs.String()
 	if len(taken) > 0 {
 		c.Observed += fmt.Sprintf("; %d attempt(s) made again: %s", len(taken), strings.Join(taken, "; "))
+	}
+	if unread != nil {
+		c.Observed += fmt.Sprintf("; could not look for an older IPVS connection taking a timed-out attempt's replies: %v", unread)
 	}
 	switch {
 	case exp.Outcome == traffic.Refused:

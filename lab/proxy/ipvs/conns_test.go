@@ -1,4 +1,4 @@
-package verify
+package ipvs
 
 import (
 	"net/netip"
@@ -16,28 +16,32 @@ UDP 04:59  UDP         192.168.5.13:35342 192.168.5.12:30002 10.244.2.2:5353
 TCP 01:58  TIME_WAIT   10.244.3.2:40112   10.96.0.4:80       10.244.1.2:8080
 `
 
-func TestTakenBy(t *testing.T) {
-	conns := parseIPVSConns(node2Conns)
+func TestReplyTaker(t *testing.T) {
+	conns := ParseConns(node2Conns)
 	if len(conns) != 2 {
 		t.Fatalf("parsed %d connections, want 2 (the persistence template is no connection): %+v", len(conns), conns)
 	}
+	if got, want := conns[0].String(), "UDP 04:59 UDP 192.168.5.13:35342 192.168.5.12:30002 10.244.2.2:5353"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
 	ap := netip.MustParseAddrPort
-	lost := pairing{Target: ap("10.96.0.4:53"), Endpoint: ap("10.244.2.2:5353"), Client: ap("192.168.5.13:35342")}
-	c, ok := takenBy(lost, "UDP", conns)
+	type flow struct{ target, endpoint, client netip.AddrPort }
+	lost := flow{ap("10.96.0.4:53"), ap("10.244.2.2:5353"), ap("192.168.5.13:35342")}
+	c, ok := ReplyTaker(conns, "UDP", lost.target, lost.endpoint, lost.client)
 	if !ok || c.Virtual != ap("192.168.5.12:30002") {
 		t.Errorf("the masqueraded ClusterIP attempt: taken by %+v, %t; want the NodePort connection", c, ok)
 	}
 	for _, p := range []struct {
 		name     string
-		p        pairing
+		f        flow
 		protocol string
 	}{
-		{"the NodePort flow itself", pairing{Target: ap("192.168.5.12:30002"), Endpoint: ap("10.244.2.2:5353"), Client: ap("192.168.5.13:35342")}, "UDP"},
-		{"another client port", pairing{Target: ap("10.96.0.4:53"), Endpoint: ap("10.244.2.2:5353"), Client: ap("192.168.5.13:35343")}, "UDP"},
-		{"another endpoint", pairing{Target: ap("10.96.0.4:53"), Endpoint: ap("10.244.1.2:5353"), Client: ap("192.168.5.13:35342")}, "UDP"},
+		{"the NodePort flow itself", flow{ap("192.168.5.12:30002"), ap("10.244.2.2:5353"), ap("192.168.5.13:35342")}, "UDP"},
+		{"another client port", flow{ap("10.96.0.4:53"), ap("10.244.2.2:5353"), ap("192.168.5.13:35343")}, "UDP"},
+		{"another endpoint", flow{ap("10.96.0.4:53"), ap("10.244.1.2:5353"), ap("192.168.5.13:35342")}, "UDP"},
 		{"another protocol", lost, "TCP"},
 	} {
-		if c, ok := takenBy(p.p, p.protocol, conns); ok {
+		if c, ok := ReplyTaker(conns, p.protocol, p.f.target, p.f.endpoint, p.f.client); ok {
 			t.Errorf("%s: taken by %+v, want by none", p.name, c)
 		}
 	}
