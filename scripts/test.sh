@@ -8,14 +8,17 @@
 #      with the real kube-proxy (nftables, iptables-nft, iptables-legacy), with the
 #      differential check of svclab's iptables proxier against kube-proxy, both
 #      backends;
-#   3. the Ginkgo suite in svclab's VM on Debian's kernel: IPVS. The iptables
-#      modes in the VM would add some 25 minutes under TCG, and the real
-#      kube-proxy's IPVS mode (kube-proxy-ipvs) far more: each of its labs runs an
-#      API server, CoreDNS and a kube-proxy per node in the emulated guest, minutes
-#      a lab (README: "Specs"); they run by hand. The VM suite runs after the
-#      host's, not beside it: beside the Go tests' builds and the host suite, an
-#      API server in the emulated guest missed its own post-start hook's bound
-#      (start-service-ip-repair-controllers) and exited;
+#   3. the Ginkgo suite in svclab's VM on Debian's kernel: IPVS, and of the real
+#      kube-proxy's IPVS mode (kube-proxy-ipvs) the specs labelled trace, and
+#      verify on the shipped topologies (label shipped): each of its labs runs an
+#      API server, CoreDNS and a kube-proxy per node in the emulated guest, about
+#      a minute a lab, and its other specs would add some 40 minutes (README:
+#      "Specs"); checkreport names how many the label filter left out. The
+#      iptables modes in the VM would add some 25 minutes under TCG; they run by
+#      hand. The VM suite runs after the host's, not beside it: beside the Go
+#      tests' builds and the host suite, an API server in the emulated guest
+#      missed its own post-start hook's bound (start-service-ip-repair-controllers)
+#      and exited;
 #   4. svclab verify on the shipped topologies in every mode, and with the real
 #      kube-proxy in nftables mode;
 #   5. svclab bench --quick, a smoke test of the benchmark's output;
@@ -87,17 +90,21 @@ go test -count=1 -timeout 20m ./lab/... ./vm/... ./cmd/... ./scripts/...
 # 2-core machine, hence the longer timeouts); with iptables-nft and
 # kube-proxy-iptables-nft listed (and the two legacy ones) the suite also runs the
 # differential check of svclab's proxier against kube-proxy (label differential).
-# kube-proxy-ipvs (in the VM) is a mode of the suite too, left out of this run for
-# its time under TCG (README: "Specs").
+# kube-proxy-ipvs needs IPVS, so it runs in the VM step below (part of it, for
+# its time under TCG; README: "Specs").
 step "Ginkgo suite on this kernel ($(uname -r)): iptables-nft, iptables-legacy, and the real kube-proxy (nftables, iptables-nft, iptables-legacy)"
 SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
   iptables-nft,iptables-legacy,kube-proxy-nftables,kube-proxy-iptables-nft,kube-proxy-iptables-legacy
 
-step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs"
+# Every spec of ipvs (and every spec of no mode) runs; of kube-proxy-ipvs, the
+# trace specs and verify on the shipped topologies.
+vm_filter='!kube-proxy-ipvs || trace || (verify && shipped)'
+step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs, and kube-proxy-ipvs's trace specs and verify on the shipped topologies"
 scripts/vm/run.sh --out "$out/vm" --timeout 90m --mem 4096 --kube-binary "$kube_binary" \
-  --env SVCLAB_MODES=ipvs --env SVCLAB_BIN=/svclab/bin/svclab \
-  --test ./specs -- -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml -test.timeout=80m
-go run ./scripts/ci/checkreport "$out/vm/specs-vm.json"
+  --env SVCLAB_MODES=ipvs,kube-proxy-ipvs --env SVCLAB_BIN=/svclab/bin/svclab \
+  --test ./specs -- -ginkgo.label-filter="$vm_filter" \
+  -ginkgo.json-report=/out/specs-vm.json -ginkgo.junit-report=/out/specs-vm.xml -test.timeout=80m
+go run ./scripts/ci/checkreport -label-filter "$vm_filter" "$out/vm/specs-vm.json"
 
 step "svclab verify, every mode, on the shipped topologies"
 for topo in web httpd; do

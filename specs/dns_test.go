@@ -33,7 +33,7 @@ const raceRounds = 300
 
 var _ = Describe("The cluster DNS", Label("dns"), func() {
 	for _, m := range modes {
-		It("answers the seed's `wget service-httpd.default:8080` and `service-httpd:8080` in svclab exec, with kubelet's resolv.conf and service variables, "+m.label, func() {
+		It("answers the seed's `wget service-httpd.default:8080` and `service-httpd:8080` in svclab exec, with kubelet's resolv.conf and service variables, "+m.label, Label(m.label), func() {
 			hostConf, err := os.ReadFile("/etc/resolv.conf")
 			Expect(err).NotTo(HaveOccurred())
 			args := []string{"up", "-f", "httpd", "--control-plane", "--mode", m.mode.Name}

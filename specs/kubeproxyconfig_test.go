@@ -53,7 +53,7 @@ var _ = Describe("svclab verify --kube-proxy-config", Label("verify", "kube-prox
 			// with localhostNodePorts false nothing translates a node's own
 			// connection to 127.0.0.1:NodePort, and nothing listens there (the
 			// shipped NodePort spec holds the default, where it is answered).
-			It("refuses a node's connection to 127.0.0.1:NodePort with iptables.localhostNodePorts false, "+m.label, func() {
+			It("refuses a node's connection to 127.0.0.1:NodePort with iptables.localhostNodePorts false, "+m.label, Label(m.label), func() {
 				o := m.options()
 				off := false
 				o.Proxy.KubeProxy.IPTables.LocalhostNodePorts = &off
@@ -69,7 +69,7 @@ var _ = Describe("svclab verify --kube-proxy-config", Label("verify", "kube-prox
 		}
 		for _, c := range configs {
 			for _, name := range c.labs {
-				It("passes every check on "+name+" with "+c.name+", "+m.label, func() {
+				It("passes every check on "+name+" with "+c.name+", "+m.label, Label(m.label), func() {
 					dir := nobodyDir()
 					// The cluster DNS is off: no detector changes a lookup, the
 					// verify and dns specs hold CoreDNS to its checks, and its 310

@@ -53,7 +53,7 @@ func ownedBy(pid int) *record.Lab {
 
 var _ = Describe("A lab's life", Label("lifecycle"), func() {
 	for _, m := range modes {
-		It("leaves the root network namespace as it found it, "+m.label, func() {
+		It("leaves the root network namespace as it found it, "+m.label, Label(m.label), func() {
 			before, err := rootSnapshot()
 			Expect(err).NotTo(HaveOccurred())
 			l, err := lab.Up(context.Background(), shipped("web.yaml"), m.options())

@@ -36,7 +36,7 @@ var _ = Describe("The seeds' nodes", Label("seeds"), func() {
 		if m.model() != proxy.ModelIPTables {
 			continue
 		}
-		It("reproduce seed 002's iptables-save on a kube-proxy 1.18 node, "+m.label, func() {
+		It("reproduce seed 002's iptables-save on a kube-proxy 1.18 node, "+m.label, Label(m.label), func() {
 			o := m.options()
 			o.KubeProxyVersion = "1.18"
 			l := upLab(shipped("httpd.yaml"), o)
@@ -54,7 +54,7 @@ var _ = Describe("The seeds' nodes", Label("seeds"), func() {
 	}
 
 	for _, m := range modes {
-		It("serve seed 000's Service: ClusterIP 10.96.123.45:80 and NodePort 30080 to pods on 8080, "+m.label, func() {
+		It("serve seed 000's Service: ClusterIP 10.96.123.45:80 and NodePort 30080 to pods on 8080, "+m.label, Label(m.label), func() {
 			l := upLab(shipped("web.yaml"), m.options())
 			for _, r := range backendsSeen(l, "client", "TCP", "10.96.123.45:80", "web-a", "web-b") {
 				Expect(r.Addr.Port()).To(BeEquivalentTo(8080))

@@ -33,7 +33,7 @@ var _ = Describe("Supervision of a lab's components", Label("supervision"), func
 			args = append(args, "--control-plane")
 		}
 
-		It("fails svclab verify, naming the API server killed during its run, and svclab ls shows the lab degraded, "+m.label, func() {
+		It("fails svclab verify, naming the API server killed during its run, and svclab ls shows the lab degraded, "+m.label, Label(m.label), func() {
 			// --trace: svclab's modes check web.yaml in under a second, too
 			// short to be sure a kill lands in it; tracing every check after
 			// them keeps the lab under verify for some 15 s more, and a death
@@ -66,7 +66,7 @@ var _ = Describe("Supervision of a lab's components", Label("supervision"), func
 
 		if !negativeControlDone {
 			negativeControlDone = true
-			It("negative control: passes svclab verify when nothing is killed, and svclab ls says running, "+m.label, func() {
+			It("negative control: passes svclab verify when nothing is killed, and svclab ls says running, "+m.label, Label(m.label), func() {
 				session := startSvclab(append([]string{"verify", "--json"}, args...)...)
 				Eventually(session.Err).WithTimeout(labUpWait).Should(gbytes.Say(`checking \d+ flows`))
 				rec := ownedBy(session.Command.Process.Pid)
@@ -82,7 +82,7 @@ var _ = Describe("Supervision of a lab's components", Label("supervision"), func
 		if !m.kubeProxy {
 			continue
 		}
-		It("shows a killed kube-proxy and a killed CoreDNS in svclab ls and the owner's log, restarts them after the back-off and counts the restarts, "+m.label, func() {
+		It("shows a killed kube-proxy and a killed CoreDNS in svclab ls and the owner's log, restarts them after the back-off and counts the restarts, "+m.label, Label(m.label), func() {
 			session := startSvclab(append([]string{"up", "--foreground"}, args...)...)
 			Eventually(session.Out).WithTimeout(labUpWait).Should(gbytes.Say("Ctrl-C tears it down"))
 			rec := ownedBy(session.Command.Process.Pid)
