@@ -90,7 +90,7 @@ func (c *controlPlane) mirrorServices(svcs []corev1.Service) error {
 // listServices lists the Services as the API server holds them now (not as the
 // watch last saw them).
 func (c *controlPlane) listServices(ctx context.Context) ([]corev1.Service, error) {
-	ptrs, err := cluster.List(ctx, c.client, cluster.Services, func() *corev1.Service { return new(corev1.Service) })
+	ptrs, err := cluster.List[*corev1.Service](ctx, c.client, cluster.Services)
 	if err != nil {
 		return nil, err
 	}

@@ -41,9 +41,12 @@ type apiWriter struct {
 }
 
 // apiWriters is how many requests a writer keeps under way. BenchmarkAPILoad
-// on an idle 2-core machine (500 Services and their slices written and
-// deleted): 419 objects/s with 8, 630 with 32, 690 with 96; past 32 the API
-// server, not the client, is the bound.
+// on a 2-core machine (500 Services and their slices written and deleted,
+// protobuf): 540-580 objects/s with 8, 680-790 with 32, 835-880 with 96; at
+// 10,000 Services about 300 objects created a second with 32 (JSON alike),
+// the API server with its etcd using 1.2 to 1.6 cores and the controller
+// manager most of the rest (docs/benchmarks.md): the API server, not the
+// client, is the bound.
 const apiWriters = 32
 
 func newAPIWriter(ctx context.Context, c *cluster.Client) (*apiWriter, error) {

@@ -9,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
@@ -26,7 +25,7 @@ type Watch struct {
 // so it must not block) after every change once both lists have synced. The
 // watch ends with ctx.
 func (c *Client) Watch(ctx context.Context, changed func()) (*Watch, error) {
-	w := &Watch{services: c.informer(Services), slices: c.informer(EndpointSlices)}
+	w := &Watch{services: c.informer(Services, &corev1.Service{}), slices: c.informer(EndpointSlices, &discoveryv1.EndpointSlice{})}
 	for _, inf := range []cache.SharedIndexInformer{w.services, w.slices} {
 		call := func() {
 			if w.services.HasSynced() && w.slices.HasSynced() {
@@ -50,17 +49,18 @@ func (c *Client) Watch(ctx context.Context, changed func()) (*Watch, error) {
 	return w, nil
 }
 
-func (c *Client) informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	r := c.dyn.Resource(gvr)
+func (c *Client) informer(gvr schema.GroupVersionResource, example runtime.Object) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return r.List(ctx, o)
+			l := lists[gvr]()
+			return l, c.request("GET", gvr, "").VersionedParams(&o, metav1.ParameterCodec).Do(ctx).Into(l)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return r.Watch(ctx, o)
+			o.Watch = true
+			return c.request("GET", gvr, "").VersionedParams(&o, metav1.ParameterCodec).Watch(ctx)
 		},
 	}
-	return cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0, cache.Indexers{})
+	return cache.NewSharedIndexInformer(lw, example, 0, cache.Indexers{})
 }
 
 // Services lists the Services the watch holds, by namespace and name.
@@ -81,13 +81,12 @@ func listed[T any, PT interface {
 	items := inf.GetStore().List()
 	out := make([]T, len(items))
 	for i, it := range items {
-		u, ok := it.(*unstructured.Unstructured)
+		o, ok := it.(PT)
 		if !ok {
 			return nil, fmt.Errorf("watch: unexpected %T in the store", it)
 		}
-		if err := into(u, PT(&out[i])); err != nil {
-			return nil, err
-		}
+		// A copy: the store's objects are the informer's own.
+		out[i] = *o.DeepCopyObject().(PT)
 	}
 	sort.Slice(out, func(i, j int) bool {
 		a, b := PT(&out[i]), PT(&out[j])
