@@ -98,7 +98,7 @@ SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
   iptables-nft,iptables-legacy,kube-proxy-nftables,kube-proxy-iptables-nft,kube-proxy-iptables-legacy
 
 # Every spec of ipvs (and every spec of no mode) runs; of kube-proxy-ipvs, the
-# trace specs and verify on web.yaml and httpd.yaml (about 5 of the step's 20
+# trace specs and verify on web.yaml and httpd.yaml (300 s of the step's 19
 # minutes here).
 vm_filter='!kube-proxy-ipvs || trace || (verify && seeds)'
 step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs, and kube-proxy-ipvs's trace specs and verify on the seeds' topologies"

@@ -7,8 +7,8 @@
 // per API group version over a scheme of the two groups a lab uses (core and
 // discovery): the typed clientset would compile every API group's generated
 // client into svclab, and JSON costs the API server, on the same cores as the
-// lab, far more to decode and encode (issue 20: the bench writes 20,000 objects
-// into it). Every connection is opened inside a lab network namespace
+// lab, more to decode and encode (up to 1.4 times the objects a second at 500
+// Services, no difference at 10,000: docs/benchmarks.md). Every connection is opened inside a lab network namespace
 // (Config.Dial): the API server listens there only.
 package cluster
 
@@ -65,10 +65,10 @@ func New(c Config) (*Client, error) {
 		UserAgent:       "svclab",
 		// No client-side rate limit (a negative QPS): a lab writes hundreds
 		// of objects at once when it comes up, the bench 20,000, and the
-		// client's default of 5 requests per second would take minutes. A
-		// limit of 500 requests per second held the bench's load at 415
-		// objects/s at 10,000 Services; the API server's own priority and
-		// fairness is the bound that counts.
+		// client's default of 5 requests per second would take minutes. The
+		// API server, with its own priority and fairness, is the bound: at
+		// 10,000 Services the bench's load ran at about 300 objects/s with a
+		// limit of 500 requests per second and without one alike.
 		QPS:     -1,
 		Timeout: 30 * time.Second,
 	}

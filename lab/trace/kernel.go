@@ -3,7 +3,6 @@ package trace
 import (
 	"fmt"
 	"maps"
-	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -36,9 +35,10 @@ func conntrackOf(ns *namespaces.NS, protocol string, port int, dst, to netip.Add
 		if f.Forward.Protocol != proto || (int(f.Forward.SrcPort) != port && int(f.Reverse.DstPort) != port) {
 			continue
 		}
+		ap := func(ip []byte, port uint16) netip.AddrPort { a, _ := proxy.TupleAddr(ip, port); return a }
 		c := &Conntrack{
-			Original: Tuple{Src: addrPort(f.Forward.SrcIP, f.Forward.SrcPort), Dst: addrPort(f.Forward.DstIP, f.Forward.DstPort)},
-			Reply:    Tuple{Src: addrPort(f.Reverse.SrcIP, f.Reverse.SrcPort), Dst: addrPort(f.Reverse.DstIP, f.Reverse.DstPort)},
+			Original: Tuple{Src: ap(f.Forward.SrcIP, f.Forward.SrcPort), Dst: ap(f.Forward.DstIP, f.Forward.DstPort)},
+			Reply:    Tuple{Src: ap(f.Reverse.SrcIP, f.Reverse.SrcPort), Dst: ap(f.Reverse.DstIP, f.Reverse.DstPort)},
 		}
 		// The reply comes from where the original went, to where it came
 		// from; any difference is a translation.
@@ -68,11 +68,6 @@ func conntrackOf(ns *namespaces.NS, protocol string, port int, dst, to netip.Add
 
 // tcpStates are conntrack's TCP states by number (enum tcp_conntrack).
 var tcpStates = []string{"NONE", "SYN_SENT", "SYN_RECV", "ESTABLISHED", "FIN_WAIT", "CLOSE_WAIT", "LAST_ACK", "TIME_WAIT", "CLOSE", "SYN_SENT2"}
-
-func addrPort(ip net.IP, port uint16) netip.AddrPort {
-	a, _ := netip.AddrFromSlice(ip)
-	return netip.AddrPortFrom(a.Unmap(), port)
-}
 
 // routeOf is the route the namespace takes for a packet from src to dst that
 // came in by iif (empty: sent by the namespace itself), as `ip route get`

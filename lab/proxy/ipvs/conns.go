@@ -58,7 +58,7 @@ func Conns(ns *namespaces.NS) ([]Conn, error) {
 // address and port without going through that virtual server has its replies
 // taken: IPVS rewrites their source to the old virtual server's, and the client,
 // which sent to another address, never sees an answer.
-
+//
 // ReplyTaker is the connection of conns that takes the replies of a flow of
 // protocol sent to target and translated to endpoint, whose replies go to
 // client (the reply tuple's destination): same protocol, client and real
