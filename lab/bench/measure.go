@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/svclab/svclab/lab/internal/meminfo"
 	"github.com/svclab/svclab/lab/proxy"
 )
 
@@ -160,7 +161,7 @@ func (r *runner) cappedRun(ctx context.Context, f func(context.Context) error) (
 func (r *runner) firstCold(ctx context.Context, nd *node, g group, s Subject, st *state) (proxy.Proxier, time.Duration, error) {
 	n, e := g.n, g.e
 	settle()
-	before, err := kernelMemory()
+	before, err := meminfo.Kernel()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -189,7 +190,7 @@ func (r *runner) firstCold(ctx context.Context, nd *node, g group, s Subject, st
 	r.recordSync(s, n, e, "cold", 0, cold, p)
 	r.addCold(g.curve(), n, cold, p)
 	settle()
-	after, err := kernelMemory()
+	after, err := meminfo.Kernel()
 	if err != nil {
 		return nil, 0, err
 	}

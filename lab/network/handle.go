@@ -33,6 +33,25 @@ func (h *handle) linkUp(name string) (netlink.Link, error) {
 	return link, nil
 }
 
+// addrGenModeNone is IN6_ADDR_GEN_MODE_NONE of linux/if_link.h, which
+// golang.org/x/sys does not define.
+const addrGenModeNone = 1
+
+// silenceIPv6 keeps the link called name from ever having an IPv6 address
+// (`ip link set NAME addrgenmode none`, before it is up): with none, not even
+// a link-local one, it sends no router solicitation, neighbour discovery or MLD
+// report, as if IPv6 were off, without a sysctl (see noIPv6).
+func (h *handle) silenceIPv6(name string) error {
+	link, err := h.Netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("netns %s: link %s: %w", h.Name, name, err)
+	}
+	if err := h.Netlink.LinkSetIP6AddrGenMode(link, addrGenModeNone); err != nil {
+		return fmt.Errorf("netns %s: IPv6 address generation off on %s: %w", h.Name, name, err)
+	}
+	return nil
+}
+
 func (h *handle) addAddr(link netlink.Link, addr netip.Prefix) error {
 	a := &netlink.Addr{IPNet: ipNet(addr)}
 	if err := h.Netlink.AddrAdd(link, a); err != nil {

@@ -50,8 +50,14 @@ func podVeth(podKey, run string) string {
 	return "veth" + hex.EncodeToString(sum[:4])
 }
 
-// Sysctls of each kind of member. IPv6 is off everywhere: the lab is IPv4 and
-// router solicitations and MLD reports would only clutter captures.
+// Sysctls of each kind of member. IPv6 is off in every member but the pods: the
+// lab is IPv4 and router solicitations and MLD reports would only clutter
+// captures. Pods keep it on (as a bridge CNI's pods do) with no address on eth0
+// (silenceIPv6): writing a sysctl costs a walk of every network namespace's
+// /proc/sys/net entry, one hash chain in the kernel's dentry cache, so at
+// thousands of pods the writes took most of the lab's build (100 nodes of 100
+// pods: 99 s of namespaces and links, about two thirds of the CPU in
+// proc_sys_compare by perf).
 var (
 	noIPv6 = []namespaces.Setting{
 		{Key: "net.ipv6.conf.all.disable_ipv6", Value: "1"},

@@ -121,6 +121,11 @@ func TestBuild(t *testing.T) {
 	if err := dial(); err != nil {
 		t.Fatalf("pod a to pod b's server across the nodes: %v", err)
 	}
+	// A pod keeps IPv6 on but silent: no address on eth0, not even a
+	// link-local one, once the link is up (silenceIPv6).
+	if got := ipv6Addrs(t, ms["a"].NetNS, Eth0); len(got) > 0 {
+		t.Fatalf("pod a's %s has IPv6 addresses %v, want none", Eth0, got)
+	}
 
 	out := ms["outside"]
 	dst := netip.MustParseAddr("203.0.113.7")
@@ -145,6 +150,25 @@ func TestBuild(t *testing.T) {
 	if err := dial(); err == nil {
 		t.Fatal("pod a still reaches pod b after b was unplugged")
 	}
+}
+
+// ipv6Addrs are the IPv6 addresses of link in netns.
+func ipv6Addrs(t *testing.T, netns, link string) []netlink.Addr {
+	t.Helper()
+	ns, err := namespaces.Open(netns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	l, err := ns.Netlink.LinkByName(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := ns.Netlink.AddrList(l, netlink.FAMILY_V6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return addrs
 }
 
 // nexthops is the number of next hops of netns's route to exactly dst; -1

@@ -54,9 +54,6 @@ func (n *Network) buildPod(node *handle, t *topology.Topology, p topology.Pod) e
 		return err
 	}
 	defer h.Close()
-	if err := namespaces.Sysctl(h.Name, noIPv6); err != nil {
-		return fmt.Errorf("pod %s: %w", p.Key(), err)
-	}
 	cni, err := node.Netlink.LinkByName(podBridge)
 	if err != nil {
 		return fmt.Errorf("pod %s: node %s: %w", p.Key(), p.Node, err)
@@ -74,6 +71,9 @@ func (n *Network) buildPod(node *handle, t *topology.Topology, p topology.Pod) e
 	}
 	if _, err := h.linkUp("lo"); err != nil {
 		return err
+	}
+	if err := h.silenceIPv6(Eth0); err != nil {
+		return fmt.Errorf("pod %s: %w", p.Key(), err)
 	}
 	eth, err := h.linkUp(Eth0)
 	if err != nil {
