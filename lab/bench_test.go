@@ -2,6 +2,7 @@ package lab
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -73,13 +74,10 @@ func BenchmarkUpDown(b *testing.B) {
 				for _, p := range l.timings.finish() {
 					b.Logf("%s: %d ms", p.Name, p.TookMS)
 				}
-				kernelUp, err := meminfo.Kernel()
-				if err != nil {
-					b.Fatal(err)
-				}
-				rssUp, err := meminfo.ProcessRSS()
-				if err != nil {
-					b.Fatal(err)
+				kernelUp, kerr := meminfo.Kernel()
+				rssUp, rerr := meminfo.ProcessRSS()
+				if err := errors.Join(kerr, rerr); err != nil {
+					b.Fatal(errors.Join(err, l.Down()))
 				}
 				kernel += kernelUp - kernelBefore
 				// The largest resident size with a lab up: Go may keep an earlier
