@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/internal/cachedir"
+	"github.com/svclab/svclab/lab/internal/progress"
 )
 
 // heartbeat is how often a build says it is still going.
@@ -65,8 +66,8 @@ func build(ctx context.Context, src, bin string, lg logger) error {
 	}
 	var packages atomic.Int64
 	var msgs []string
-	whileReporting(lg, heartbeat, func(elapsed time.Duration) string {
-		return fmt.Sprintf("still building: %d packages compiled, %s", packages.Load(), elapsed.Round(time.Second))
+	progress.While(heartbeat, func(elapsed time.Duration) {
+		lg.printf("still building: %d packages compiled, %s", packages.Load(), elapsed.Round(time.Second))
 	}, func() { msgs = readBuildOutput(stderr, &packages) })
 	if err := cmd.Wait(); err != nil {
 		return fmt.Errorf("build the Kubernetes components in %s (%s build ./cmd/svclab-kube): %w\n%s", src, goBin, err, strings.Join(msgs, "\n"))
@@ -79,28 +80,6 @@ func build(ctx context.Context, src, bin string, lg logger) error {
 	}
 	lg.printf("built the Kubernetes components in %s: %s", time.Since(start).Round(time.Second), bin)
 	return nil
-}
-
-// whileReporting runs step and, until it returns, prints status every interval:
-// a line each time, never a rewritten one, so a log file or CI output shows it
-// as a terminal does.
-func whileReporting(lg logger, every time.Duration, status func(elapsed time.Duration) string, step func()) {
-	start := time.Now()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		step()
-	}()
-	tick := time.NewTicker(every)
-	defer tick.Stop()
-	for {
-		select {
-		case <-done:
-			return
-		case <-tick.C:
-			lg.printf("%s", status(time.Since(start)))
-		}
-	}
 }
 
 // readBuildOutput counts the package paths `go build -v` prints as it compiles
