@@ -33,7 +33,7 @@ func TestBenchRefusesADirectoryOfTheUsers(t *testing.T) {
 // docs/bench` rewrites them; a copy is claimed and left with nothing of the
 // old run but the files bench does not write.
 func TestCommittedBenchOutputsAreItsOwn(t *testing.T) {
-	for _, d := range []string{"../../docs/bench", "../../docs/bench-kube-proxy", "../../docs/bench-kube-proxy-10k", "../../docs/bench-kube-proxy-30k", "../../docs/bench-kube-proxy-ipvs-10k"} {
+	for _, d := range []string{"../../docs/bench", "../../docs/bench-kube-proxy", "../../docs/bench-kube-proxy-10k", "../../docs/bench-kube-proxy-30k", "../../docs/bench-kube-proxy-ipvs-10k", "../../docs/bench-kube-proxy-ipvs-1k"} {
 		dir := filepath.Join(t.TempDir(), "out")
 		if out, err := exec.Command("cp", "-a", d, dir).CombinedOutput(); err != nil {
 			t.Fatalf("cp: %v\n%s", err, out)
