@@ -27,7 +27,7 @@ const etcdReadyTimeout = time.Minute
 // this etcd has no peer. At start it advances its clock to one tick before
 // the election timeout, and raft randomises that timeout between 1 and 2 times
 // the configured one, so a fresh member waits 1 to 10 ticks before it elects
-// itself. Measured on 2 cores, from StartEtcd to ReadyNotify: 0.1-0.9 s with
+// itself. Measured on 2 cores, from StartEtcd to ReadyNotify: 0.1-1.0 s with
 // the defaults, 14-93 ms with a 10 ms tick. etcd's ratio of 10 heartbeats to
 // an election timeout is kept.
 const (
