@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strings"
 
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 )
 
@@ -35,7 +37,12 @@ var counters = regexp.MustCompile(`\[\d+:\d+\]`)
 // rootSnapshot describes the root network namespace: links, addresses, routes of
 // every table, policy rules, iptables rules of both backends and the sysctls above.
 // It only reads: the legacy tables are dumped only if they already exist, since
-// asking for them would create them.
+// asking for them would create them. Every read happens on the calling thread,
+// which is in the root namespace: not /proc/net, which is /proc/self/net and
+// shows the namespace of the process's main thread, and any goroutine of a lab
+// inside namespaces.Do may be on that thread at the time: the snapshot then
+// listed a node's legacy tables as the root's (1 run in 8 of the load balancer
+// container with kube-proxy-iptables-legacy).
 func rootSnapshot() (string, error) {
 	var b strings.Builder
 	links, err := netlink.LinkList()
@@ -78,7 +85,7 @@ func rootSnapshot() (string, error) {
 		}
 	}
 	saves := [][]string{{"iptables-nft-save"}}
-	if names, _ := os.ReadFile("/proc/net/ip_tables_names"); len(strings.TrimSpace(string(names))) > 0 {
+	if names, _ := os.ReadFile("/proc/thread-self/net/ip_tables_names"); len(strings.TrimSpace(string(names))) > 0 {
 		fmt.Fprintf(&b, "legacy tables: %s\n", strings.Fields(string(names)))
 		saves = append(saves, []string{"iptables-legacy-save"})
 	}
@@ -96,3 +103,47 @@ func rootSnapshot() (string, error) {
 	}
 	return b.String(), nil
 }
+
+// rootChanges lists how the root snapshot after differs from before, a line each:
+// "- " for a line gone, "+ " for a line new. Lines that only moved (the order of
+// iptables rules matters) are reported as one entry with both texts.
+func rootChanges(before, after string) []string {
+	if before == after {
+		return nil
+	}
+	b, a := strings.Split(before, "\n"), strings.Split(after, "\n")
+	count := map[string]int{}
+	for _, l := range b {
+		count[l]++
+	}
+	for _, l := range a {
+		count[l]--
+	}
+	var changes []string
+	for _, l := range b {
+		if count[l] > 0 {
+			changes = append(changes, "- "+l)
+			count[l]--
+		}
+	}
+	for _, l := range a {
+		if count[l] < 0 {
+			changes = append(changes, "+ "+l)
+			count[l]++
+		}
+	}
+	if len(changes) == 0 {
+		changes = []string{"the same lines in another order; before:\n" + before + "\nafter:\n" + after}
+	}
+	return changes
+}
+
+var _ = Describe("rootChanges, the root snapshot check's report", func() {
+	It("names the lines gone and the lines new, and a reorder, and nothing for the same snapshot", func() {
+		before := "link eth0\nroute a\n-A INPUT -j X\n-A INPUT -j Y\n"
+		Expect(rootChanges(before, before)).To(BeEmpty())
+		Expect(rootChanges(before, "link eth0\nroute b\n-A INPUT -j X\n-A INPUT -j Y\n")).To(Equal([]string{"- route a", "+ route b"}))
+		Expect(rootChanges(before, before+"legacy tables: [filter]\n")).To(Equal([]string{"+ legacy tables: [filter]"}))
+		Expect(rootChanges(before, "link eth0\nroute a\n-A INPUT -j Y\n-A INPUT -j X\n")).To(ConsistOf(HavePrefix("the same lines in another order")))
+	})
+})
