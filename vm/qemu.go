@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // guestPorts are the virtio serial ports between /init and the host, by name.
@@ -238,6 +240,36 @@ func listenPorts(dir string) (map[string]string, map[string]*net.UnixListener, e
 		ls[name] = l
 	}
 	return paths, ls, nil
+}
+
+// closeIdle closes the listeners that have no connection waiting to be
+// accepted. It is called once qemu has exited, so no connection can arrive any
+// more; but one qemu made may still wait in the backlog for its port's accepting
+// goroutine, which a loaded machine can schedule after qemu ended (a short
+// guest connects, writes and exits within milliseconds). Closing that listener
+// would drop what the guest wrote, unread, so it stays open for the goroutine.
+func closeIdle(ls map[string]*net.UnixListener) {
+	for _, l := range ls {
+		if !connWaiting(l) {
+			l.Close()
+		}
+	}
+}
+
+// connWaiting reports whether a connection waits in l's backlog: a listening
+// socket polls readable exactly then.
+func connWaiting(l *net.UnixListener) bool {
+	rc, err := l.SyscallConn()
+	if err != nil {
+		return false
+	}
+	waiting := false
+	rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, 0)
+		waiting = err == nil && n > 0 && fds[0].Revents&unix.POLLIN != 0
+	})
+	return waiting
 }
 
 // ctlEvent is one line /init sent on svclab.ctl.

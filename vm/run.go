@@ -383,9 +383,7 @@ loop:
 	p.kill() // no-op once exited; makes sure on every other path
 	<-p.exited
 	<-p.consoleDone
-	for _, l := range listeners {
-		l.Close()
-	}
+	closeIdle(listeners)
 	// qemu is gone, so every port stream ends at EOF once its buffered bytes are
 	// read; the bound only guards against a stuck writer.
 	streamsDone := make(chan struct{})
@@ -394,6 +392,9 @@ loop:
 	select {
 	case <-streamsDone:
 	case <-drain.C:
+		for _, l := range listeners {
+			l.Close()
+		}
 	closeAll:
 		for {
 			select {
