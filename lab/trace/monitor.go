@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -74,7 +75,18 @@ type monitor struct {
 	lines  []string
 	probes map[int]bool
 	stderr bytes.Buffer
+	// waitErr is the command's end, set before done is closed (and stderr
+	// is whole from then on).
+	waitErr error
 }
+
+// errRuleReplaced: xtables-monitor looks up each traced rule by its handle
+// (NFT_MSG_GETRULE) after the packet crossed it, and exits with "error: No
+// such file or directory" when the rule is gone by then. A proxy that rewrites
+// its chains (iptables-restore --noflush gives the rules new handles) while a
+// trace runs ends the trace's monitor this way: the trace is of a ruleset that
+// no longer exists, and a new one is needed.
+var errRuleReplaced = errors.New("a rule the packet crossed was replaced before xtables-monitor could read it (the proxy rewrote its rules during the trace)")
 
 // monitorCommand is the reader of nftrace events for a method.
 func monitorCommand(method string) []string {
@@ -109,6 +121,7 @@ func startMonitor(ns string, argv []string, port int) (*monitor, error) {
 			m.lines = append(m.lines, line)
 			m.mu.Unlock()
 		}
+		m.waitErr = m.cmd.Wait()
 	}()
 	return m, nil
 }
@@ -179,13 +192,23 @@ const (
 func (m *monitor) wait(d time.Duration, start time.Time) error {
 	select {
 	case <-m.done:
-		return fmt.Errorf("netns %s: %s ended: %s", m.ns, strings.Join(m.cmd.Args, " "), bytes.TrimSpace(m.stderr.Bytes()))
+		return m.ended()
 	case <-time.After(d):
 	}
 	if time.Since(start) > hangGuard {
 		return fmt.Errorf("netns %s: %s printed no trace event of a probe in %s", m.ns, strings.Join(m.cmd.Args, " "), hangGuard)
 	}
 	return nil
+}
+
+// ended is the error of a monitor that ended by itself.
+func (m *monitor) ended() error {
+	said := bytes.TrimSpace(m.stderr.Bytes())
+	err := fmt.Errorf("netns %s: %s ended: %s", m.ns, strings.Join(m.cmd.Args, " "), said)
+	if filepath.Base(m.cmd.Args[0]) == "xtables-monitor" && bytes.Contains(said, []byte("No such file or directory")) {
+		return fmt.Errorf("%w: %w", err, errRuleReplaced)
+	}
+	return err
 }
 
 // nfnlgrpNFTrace is the nfnetlink multicast group of trace events
@@ -260,9 +283,8 @@ func (m *monitor) stop() []string {
 		m.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	<-m.done
-	err := m.cmd.Wait()
 	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
+	if err := m.waitErr; err != nil && !errors.As(err, &exit) {
 		m.lines = append(m.lines, "# "+err.Error())
 	}
 	m.mu.Lock()

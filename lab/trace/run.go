@@ -76,14 +76,35 @@ func Run(ctx context.Context, l Lab, req Request) (*Trace, error) {
 	if protocol != "TCP" && protocol != "UDP" {
 		return nil, fmt.Errorf("protocol %q: want TCP or UDP", req.Protocol)
 	}
+	if req.SrcPort != 0 {
+		// A replayed port is not retried: the first attempt's conntrack
+		// and IPVS entries would decide the second one's path.
+		return runOnce(ctx, l, req, from, protocol, int(req.SrcPort))
+	}
+	for attempt := 1; ; attempt++ {
+		t, err := runOnce(ctx, l, req, from, protocol, firstPort+rand.IntN(ports))
+		if !errors.Is(err, errRuleReplaced) || attempt == replacedAttempts || ctx.Err() != nil {
+			if err != nil && attempt > 1 {
+				err = fmt.Errorf("attempt %d of %d: %w", attempt, replacedAttempts, err)
+			}
+			return t, err
+		}
+	}
+}
+
+// replacedAttempts bounds the traces of one request whose rules were replaced
+// under them (errRuleReplaced): each attempt is a new flow from a new port.
+// A proxy rewrites its rules after a change, a resync or a restart, far less
+// often than a trace takes; one that rewrites them all the time (each trace's
+// window hit) is reported after this many.
+const replacedAttempts = 5
+
+// runOnce traces one flow of req from source port port.
+func runOnce(ctx context.Context, l Lab, req Request, from record.Member, protocol string, port int) (*Trace, error) {
 	t := &Trace{Lab: l.ID, Mode: l.Mode, Method: MethodFor(l.Mode, l.Backend), From: from.Name, Protocol: protocol, To: req.To}
 	if from.IP != "" {
 		a, _ := netip.ParseAddr(from.IP)
 		t.Source = netip.AddrPortFrom(a, 0)
-	}
-	port := int(req.SrcPort)
-	if port == 0 {
-		port = firstPort + rand.IntN(ports)
 	}
 	t.Source = netip.AddrPortFrom(t.Source.Addr(), uint16(port))
 
