@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/svclab/svclab/internal/cachedir"
+	"github.com/svclab/svclab/internal/atomicfile"
 )
 
 // A KVM guest that works prints its first kernel line well within a second and
@@ -100,7 +100,7 @@ func saveVerdict(cacheDir string, v Verdict) error {
 	if err != nil {
 		return err
 	}
-	return cachedir.WriteAtomic(p, append(b, '\n'))
+	return atomicfile.Write(p, append(b, '\n'), 0o644)
 }
 
 // kvmFailure says in one line why a KVM boot ended before /init: the watch limit

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/svclab/svclab/internal/atomicfile"
 	"github.com/svclab/svclab/internal/cachedir"
 )
 
@@ -115,7 +116,7 @@ func resolveKernelPackage(ctx context.Context, cacheDir string) (pkg, version st
 	}
 	r = resolved{Package: pkg, Version: version, Lists: aptListsStamp()}
 	if b, err := json.Marshal(r); err == nil && os.MkdirAll(filepath.Dir(memo), 0o755) == nil {
-		cachedir.WriteAtomic(memo, b)
+		atomicfile.Write(memo, b, 0o644)
 	}
 	return pkg, version, nil
 }

@@ -3,12 +3,15 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/svclab/svclab/internal/atomicfile"
 	"github.com/svclab/svclab/lab/importer"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -80,8 +83,8 @@ hold is listed in its header and on stderr, with what was done instead.`,
 				_, err = cmd.OutOrStdout().Write(data)
 				return err
 			}
-			if err := os.WriteFile(out, data, 0o644); err != nil {
-				return usage(err)
+			if err := writeImported(out, args, data); err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "svclab import: wrote %s: %d nodes, %d Services, %d EndpointSlices, %d pods\n",
 				out, len(res.File.Nodes), len(res.File.Services), len(res.File.EndpointSlices), len(res.File.Pods))
@@ -97,4 +100,50 @@ hold is listed in its header and on stderr, with what was done instead.`,
 	fl.StringArrayVar(&clients, "client", nil, "NAME=IP: a machine outside the cluster, on the node network (repeatable; default: outside at the highest free address)")
 	fl.StringArrayVar(&routes, "route", nil, "IP=NODE[,NODE...]: the nodes outside traffic to an external IP reaches (repeatable; default: the first node)")
 	return cmd
+}
+
+// writeImported writes the topology to out, whole or not at all, and only
+// where no file of the user's stands: out may be new or a file an earlier
+// import wrote, never one of this import's inputs.
+func writeImported(out string, inputs []string, data []byte) error {
+	fi, err := os.Stat(out)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+	case err != nil:
+		return usage(fmt.Errorf("-o %s: %w", out, err))
+	case fi.IsDir():
+		return usage(fmt.Errorf("-o %s: a directory; name the file to write", out))
+	default:
+		for _, in := range inputs {
+			if ifi, err := os.Stat(in); err == nil && os.SameFile(fi, ifi) {
+				return usage(fmt.Errorf("-o %s: is also an input (%s); write the topology elsewhere", out, in))
+			}
+		}
+		head, err := readHead(out, 512)
+		if err != nil {
+			return usage(fmt.Errorf("-o %s: %w", out, err))
+		}
+		if !importer.Wrote(head) {
+			return usage(fmt.Errorf("-o %s: the file exists and svclab import did not write it (it does not start with \"# Imported by `svclab import`\"); svclab never overwrites a file it did not create: name a new file, or remove this one yourself", out))
+		}
+	}
+	if err := atomicfile.Write(out, data, 0o644); err != nil {
+		return fmt.Errorf("-o %s: %w (nothing was written)", out, err)
+	}
+	return nil
+}
+
+// readHead is the first n bytes of file (fewer if it is shorter).
+func readHead(file string, n int) ([]byte, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	k, err := io.ReadFull(f, b)
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	return b[:k], nil
 }

@@ -185,3 +185,77 @@ func checkLines[C any](checks []C) string {
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
 }
+
+// TestImportOutputKeepsTheUsersFiles: -o writes a new file, and replaces one
+// an earlier import wrote; a file of the user's, the import's own input and a
+// directory are refused with exit 2, each left as it was.
+func TestImportOutputKeepsTheUsersFiles(t *testing.T) {
+	topo, err := topology.Load("../../topologies/web.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "dump.json")
+	dumpData := kubectlDump(t, topo)
+	if err := os.WriteFile(dump, dumpData, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run := func(out string) (int, string) {
+		var stderr strings.Builder
+		return runSvclab([]string{"import", dump, "-o", out}, &stderr), stderr.String()
+	}
+
+	out := filepath.Join(dir, "lab.yaml")
+	if code, said := run(out); code != 0 {
+		t.Fatalf("import -o a new file: exit %d: %s", code, said)
+	}
+	first, err := os.ReadFile(out)
+	if err != nil || !importer.Wrote(first) {
+		t.Fatalf("import wrote %q (%v), which does not say it is import's", first, err)
+	}
+	// Its own earlier output is replaced.
+	if code, said := run(out); code != 0 {
+		t.Fatalf("import -o its own earlier output: exit %d: %s", code, said)
+	}
+
+	mine := filepath.Join(dir, "notes.yaml")
+	const notes = "# my notes\nkind: List\n"
+	if err := os.WriteFile(mine, []byte(notes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.yaml")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		out, want, before string
+	}{
+		{mine, "svclab import did not write it", notes},
+		{empty, "svclab import did not write it", ""},
+		{dump, "is also an input", string(dumpData)},
+		{sub, "a directory", ""},
+	} {
+		code, said := run(c.out)
+		if code != exitUsage || !strings.Contains(said, c.want) || !strings.Contains(said, c.out) {
+			t.Errorf("import -o %s: exit %d, %q; want exit %d naming the file and %q", c.out, code, said, exitUsage, c.want)
+		}
+		if fi, err := os.Stat(c.out); err == nil && !fi.IsDir() {
+			if b, _ := os.ReadFile(c.out); string(b) != c.before {
+				t.Errorf("import -o %s changed it to %q", c.out, b)
+			}
+		}
+	}
+	// Nothing but what the test made: no temporary file stays.
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"dump.json", "empty.yaml", "lab.yaml", "notes.yaml", "sub"}; !slices.Equal(names, want) {
+		t.Errorf("the directory holds %v, want %v", names, want)
+	}
+}

@@ -55,27 +55,6 @@ func Lock(ctx context.Context, dir string, waiting func()) (unlock func(), err e
 	}, nil
 }
 
-// WriteAtomic replaces file with data so that readers see the old or the new
-// content, never a part.
-func WriteAtomic(file string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(file), ".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), file)
-}
-
 // Touch marks an entry as used now.
 func Touch(path string) {
 	now := time.Now()

@@ -9,6 +9,16 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
+// headerStart opens every file import writes: what tells a file import may
+// replace from one it must not touch.
+const headerStart = "Imported by `svclab import`"
+
+// Wrote tells whether head, the start of a file, is the start of one that
+// import wrote.
+func Wrote(head []byte) bool {
+	return bytes.HasPrefix(head, []byte("# "+headerStart+" "))
+}
+
 // Encode writes the topology file: a header that says where it came from, how
 // it was cut and what it could not hold, then the file itself, without the
 // empty fields Kubernetes types print (creationTimestamp: null, status: {}).
@@ -24,7 +34,7 @@ func (r *Result) Encode(sources []string) ([]byte, error) {
 	prune(&doc)
 	plain(&doc)
 	var head strings.Builder
-	fmt.Fprintf(&head, "Imported by `svclab import` from %s.\n", strings.Join(sources, ", "))
+	fmt.Fprintf(&head, "%s from %s.\n", headerStart, strings.Join(sources, ", "))
 	head.WriteString("Services are selectorless: their EndpointSlices are the cluster's, endpoints\n" +
 		"with their conditions as they were, each on a pod made at its address on its node.\n")
 	if len(r.Cut) > 0 {
