@@ -85,7 +85,10 @@ func Build(d *Dump, o Options) (*Result, error) {
 	if err := b.readNodes(d.Nodes); err != nil {
 		return nil, err
 	}
-	services, slicesOf := b.keptServices(d)
+	services, slicesOf, err := b.keptServices(d)
+	if err != nil {
+		return nil, err
+	}
 	b.cutNodes(services, slicesOf)
 	for _, svc := range services {
 		id := svc.Obj.Namespace + "/" + svc.Obj.Name
@@ -210,7 +213,9 @@ func (b *builder) readNodes(nodes []Object[corev1.Node]) error {
 
 // keptServices are the Services the cut keeps, in namespace/name order, and
 // their slices by namespace/name.
-func (b *builder) keptServices(d *Dump) ([]Object[corev1.Service], map[string][]Object[discoveryv1.EndpointSlice]) {
+// A Service with no slice in the input gets stand-ins (standInSlices); a cut
+// that keeps none of the input's Services is an error naming what it has.
+func (b *builder) keptServices(d *Dump) ([]Object[corev1.Service], map[string][]Object[discoveryv1.EndpointSlice], error) {
 	var kept []Object[corev1.Service]
 	ids := map[string]bool{}
 	cutNS, cutSel := 0, 0
@@ -247,7 +252,31 @@ func (b *builder) keptServices(d *Dump) ([]Object[corev1.Service], map[string][]
 	for id := range slicesOf {
 		slices.SortFunc(slicesOf[id], func(x, y Object[discoveryv1.EndpointSlice]) int { return cmp.Compare(x.Obj.Name, y.Obj.Name) })
 	}
-	return kept, slicesOf
+	for _, s := range kept {
+		// The two Services the lab makes itself need no endpoints here.
+		if s.Obj.Namespace == metav1.NamespaceDefault && s.Obj.Name == "kubernetes" || topology.IsDNSService(s.Obj.Namespace, s.Obj.Name) {
+			continue
+		}
+		if id := s.Obj.Namespace + "/" + s.Obj.Name; len(slicesOf[id]) == 0 {
+			if standIn := b.standInSlices(s, d); len(standIn) > 0 {
+				slicesOf[id] = standIn
+			}
+		}
+	}
+	if len(kept) == 0 && len(d.Services) > 0 {
+		return nil, nil, inputErrorf("input", "the cut leaves no Service: the input's %d Services are in namespaces %s", len(d.Services), strings.Join(serviceNamespaces(d.Services), ", "))
+	}
+	return kept, slicesOf, nil
+}
+
+// serviceNamespaces are the namespaces of services, sorted, each once.
+func serviceNamespaces(services []Object[corev1.Service]) []string {
+	var out []string
+	for _, s := range services {
+		out = append(out, s.Obj.Namespace)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // cutNodes keeps the o.Nodes nodes with the most endpoints of the kept

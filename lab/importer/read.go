@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -29,6 +30,9 @@ type Dump struct {
 	Nodes    []Object[corev1.Node]
 	Services []Object[corev1.Service]
 	Slices   []Object[discoveryv1.EndpointSlice]
+	// Endpoints stand in for the slices of a Service that has none in the
+	// input (`kubectl get svc,ep`, must-gather's core/endpoints.yaml).
+	Endpoints []Object[corev1.Endpoints]
 	// Pods are optional (kubectl get ...,pods): they add the pods that back
 	// no endpoint (clients inside the cluster) and name every pod's ports.
 	Pods      []Object[corev1.Pod]
@@ -59,8 +63,10 @@ func inputErrorf(where, format string, args ...any) error {
 	return &InputError{Where: where, Msg: fmt.Sprintf(format, args...)}
 }
 
-// Read reads every path (a file, or a directory whose *.yaml, *.yml and *.json
-// files are read in name order).
+// Read reads every path: a file, or a directory whose *.yaml, *.yml and *.json
+// files are read in name order at any depth (what `kubectl cluster-info dump
+// --output-directory` and must-gather write: a file per kind under a directory
+// per namespace).
 func Read(paths []string) (*Dump, error) {
 	d := &Dump{Ignored: map[string]int{}}
 	var files []string
@@ -73,21 +79,24 @@ func Read(paths []string) (*Dump, error) {
 			files = append(files, p)
 			continue
 		}
-		entries, err := os.ReadDir(p)
+		n := len(files)
+		err = filepath.WalkDir(p, func(path string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			switch filepath.Ext(e.Name()) {
+			case ".yaml", ".yml", ".json":
+				if e.Type().IsRegular() {
+					files = append(files, path)
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, &InputError{Where: p, Msg: err.Error()}
 		}
-		n := len(files)
-		for _, e := range entries {
-			switch filepath.Ext(e.Name()) {
-			case ".yaml", ".yml", ".json":
-				if !e.IsDir() {
-					files = append(files, filepath.Join(p, e.Name()))
-				}
-			}
-		}
 		if len(files) == n {
-			return nil, inputErrorf(p, "no .yaml, .yml or .json file in the directory")
+			return nil, inputErrorf(p, "no .yaml, .yml or .json file in the directory or below it")
 		}
 	}
 	for _, f := range files {
@@ -123,7 +132,7 @@ func (d *Dump) readFile(name string, data []byte) error {
 		if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
 			continue
 		}
-		n, err := d.readValue(where, raw)
+		n, err := d.readValue(where, raw, typeMeta{})
 		if err != nil {
 			return err
 		}
@@ -141,18 +150,31 @@ type typeMeta struct {
 	Items      []json.RawMessage `json:"items"`
 }
 
-func (d *Dump) readValue(where string, raw json.RawMessage) (int, error) {
+// readValue reads one object or list. A typed list (ServiceList, what
+// `kubectl cluster-info dump` and the API itself print) leaves kind and
+// apiVersion out of its items: they are the list's, less "List", and come in
+// as outer.
+func (d *Dump) readValue(where string, raw json.RawMessage, outer typeMeta) (int, error) {
 	var tm typeMeta
 	if err := json.Unmarshal(raw, &tm); err != nil {
 		return 0, inputErrorf(where, "not a Kubernetes object: %v", err)
 	}
+	if tm.Kind == "" && tm.APIVersion == "" {
+		tm.Kind, tm.APIVersion = outer.Kind, outer.APIVersion
+	}
 	if tm.Kind == "List" || strings.HasSuffix(tm.Kind, "List") && tm.Items != nil {
-		for i, item := range tm.Items {
-			if _, err := d.readValue(fmt.Sprintf("%s:items[%d]", where, i), item); err != nil {
+		var item typeMeta
+		if tm.Kind != "List" {
+			item = typeMeta{Kind: strings.TrimSuffix(tm.Kind, "List"), APIVersion: tm.APIVersion}
+		}
+		for i, it := range tm.Items {
+			if _, err := d.readValue(fmt.Sprintf("%s:items[%d]", where, i), it, item); err != nil {
 				return 0, err
 			}
 		}
-		return len(tm.Items), nil
+		// An empty list is still kubectl's output (a namespace without
+		// Services in a cluster-info dump): it counts as what was read.
+		return max(len(tm.Items), 1), nil
 	}
 	return 1, d.readObject(where, tm, raw)
 }
@@ -193,6 +215,12 @@ func (d *Dump) readObject(where string, tm typeMeta, raw json.RawMessage) error 
 			return err
 		}
 		d.Slices = append(d.Slices, Object[discoveryv1.EndpointSlice]{where + " (EndpointSlice " + s.Namespace + "/" + s.Name + ")", fromV1beta1(s)})
+	case tm.Kind == "Endpoints" && tm.APIVersion == "v1":
+		var e corev1.Endpoints
+		if err := strict(&e); err != nil {
+			return err
+		}
+		d.Endpoints = append(d.Endpoints, Object[corev1.Endpoints]{where + " (Endpoints " + e.Namespace + "/" + e.Name + ")", e})
 	case tm.Kind == "Pod" && tm.APIVersion == "v1":
 		var p corev1.Pod
 		if err := strict(&p); err != nil {
@@ -207,7 +235,7 @@ func (d *Dump) readObject(where string, tm typeMeta, raw json.RawMessage) error 
 		return d.readKubeProxyConfigMap(where+" (ConfigMap "+cm.Namespace+"/"+cm.Name+")", cm)
 	case tm.Kind == "KubeProxyConfiguration":
 		return d.readKubeProxyConfig(where, raw)
-	case slices.Contains([]string{"Node", "Service", "EndpointSlice", "ConfigMap", "Pod"}, tm.Kind):
+	case slices.Contains([]string{"Node", "Service", "EndpointSlice", "Endpoints", "ConfigMap", "Pod"}, tm.Kind):
 		return inputErrorf(where, "apiVersion: %q is not an apiVersion of %s svclab reads", tm.APIVersion, tm.Kind)
 	default:
 		d.Ignored[tm.Kind]++
