@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/netip"
@@ -19,8 +20,9 @@ import (
 
 func newCompareCommand() *cobra.Command {
 	var (
-		f    labFlags
-		node string
+		f      labFlags
+		node   string
+		asJSON bool
 	)
 	cmd := &cobra.Command{
 		Use:   "compare -f TOPOLOGY --node NODE DUMP...",
@@ -71,6 +73,17 @@ about. Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 			}
 			out := cmd.OutOrStdout()
 			config, _ := lab.ConfigOf(t, o)
+			if asJSON {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(compareJSON(node, o.Mode, config.Version.String(), t.Source, r)); err != nil {
+					return err
+				}
+				if r.Equal() {
+					return nil
+				}
+				return exitCode(exitFailed)
+			}
 			if r.Equal() {
 				fmt.Fprintf(out, "node %s holds what kube-proxy %s would write in %s mode for %s\n", node, config.Version, o.Mode, t.Source)
 				return nil
@@ -82,6 +95,7 @@ about. Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 	}
 	f.register(cmd.Flags())
 	cmd.Flags().StringVar(&node, "node", "", "the topology's node the dump comes from")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the comparison as JSON (same exit codes)")
 	return cmd
 }
 
@@ -109,4 +123,39 @@ func readDump(path string) ([]byte, error) {
 		return io.ReadAll(os.Stdin)
 	}
 	return os.ReadFile(path)
+}
+
+// compareReport is `svclab compare --json`'s output.
+type compareReport struct {
+	Node             string           `json:"node"`
+	Mode             string           `json:"mode"`
+	KubeProxyVersion string           `json:"kubeProxyVersion"`
+	Topology         string           `json:"topology"`
+	Equal            bool             `json:"equal"`
+	Differences      []compareSubject `json:"differences"`
+}
+
+type compareSubject struct {
+	Name    string   `json:"name"`
+	Verdict string   `json:"verdict"`
+	Missing []string `json:"missing"`
+	Extra   []string `json:"extra"`
+	// Same counts the subject's rules the node holds as kube-proxy would
+	// write them.
+	Same int `json:"same"`
+}
+
+func compareJSON(node, mode, version, source string, r *compare.Report) compareReport {
+	out := compareReport{Node: node, Mode: mode, KubeProxyVersion: version, Topology: source, Equal: r.Equal(), Differences: []compareSubject{}}
+	lines := func(ls []compare.Line) []string {
+		s := []string{}
+		for _, l := range ls {
+			s = append(s, l.String())
+		}
+		return s
+	}
+	for _, s := range r.Subjects {
+		out.Differences = append(out.Differences, compareSubject{Name: s.Name, Verdict: s.Verdict(), Missing: lines(s.Missing), Extra: lines(s.Extra), Same: s.Same})
+	}
+	return out
 }

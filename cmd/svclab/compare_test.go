@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -67,6 +68,28 @@ func TestCompareSeed002(t *testing.T) {
 		t.Errorf("a rule of the Service the seed lists is reported:\n%s", out.String())
 	}
 
+	// --json says the same, with the same exit code.
+	cmd = newCompareCommand()
+	var js bytes.Buffer
+	cmd.SetOut(&js)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.SetArgs([]string{"-f", lab, "--node", "master", "--kube-proxy-version", "1.18", "--json", seed002 + "master.iptables-save"})
+	if err := cmd.Execute(); !errors.As(err, &code) || code != exitFailed {
+		t.Fatalf("compare --json: %v, want exit %d", err, exitFailed)
+	}
+	var rep compareReport
+	if err := json.Unmarshal(js.Bytes(), &rep); err != nil {
+		t.Fatalf("compare --json printed no JSON: %v\n%s", err, js.String())
+	}
+	var jsonSubjects []string
+	for _, d := range rep.Differences {
+		verdict, _, _ := strings.Cut(d.Verdict, ":")
+		jsonSubjects = append(jsonSubjects, d.Name+" "+verdict)
+	}
+	if rep.Equal || rep.Node != "master" || rep.KubeProxyVersion != "1.18" || strings.Join(jsonSubjects, "\n") != strings.Join(want, "\n") {
+		t.Errorf("compare --json: %+v", rep)
+	}
+
 	// Negative control: with the Service's current nodePort changed, its
 	// rules differ.
 	cmd = newCompareCommand()
@@ -86,6 +109,10 @@ func TestImportCompareBadInput(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("apiVersion: v1\nkind: Node\nmetadata: {name: n1}\nspec: {podCIDRs: [nope]}\nstatus: {addresses: [{type: InternalIP, address: 10.0.0.1}]}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	empty := filepath.Join(t.TempDir(), "empty")
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		cmd  func() *cobra.Command
 		args []string
@@ -98,6 +125,9 @@ func TestImportCompareBadInput(t *testing.T) {
 		{newCompareCommand, []string{"-f", "httpd", "--node", "nobody", seed002 + "master.iptables-save"}, `no node "nobody"`},
 		{newCompareCommand, []string{"-f", "httpd", "--node", "master", "--mode", "nftables", seed002 + "master.iptables-save"}, "nftables"},
 		{newCompareCommand, []string{"-f", "httpd", "--node", "master", "/nonexistent"}, "/nonexistent"},
+		{newCompareCommand, []string{"-f", "httpd", "--node", "master", seed002 + "cluster.yaml"}, seed002 + "cluster.yaml: not a dump: no iptables-save table"},
+		{newCompareCommand, []string{"-f", "httpd", "--node", "master", "--mode", "ipvs", seed002 + "cluster.yaml"}, seed002 + "cluster.yaml: not a dump: no `ipvsadm -Ln`"},
+		{newCompareCommand, []string{"-f", "httpd", "--node", "master", empty}, empty + ": not a dump: no iptables-save table in it (no line like \"*nat\"; it is empty)"},
 	} {
 		cmd := tc.cmd()
 		cmd.SetArgs(tc.args)

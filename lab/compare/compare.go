@@ -4,6 +4,7 @@
 package compare
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"regexp"
@@ -33,12 +34,19 @@ func (l Line) String() string {
 type Subject struct {
 	Name           string
 	Missing, Extra []Line
+	// Same counts the subject's lines that the node holds as kube-proxy
+	// would write them.
+	Same int
 }
 
 // Verdict says in a few words what the difference is.
 func (s Subject) Verdict() string {
 	endpoint := strings.HasPrefix(s.Name, "endpoint ")
 	switch {
+	case len(s.Missing) > 0 && s.reordered():
+		return "order: the node has these rules, in another order than kube-proxy would write them"
+	case len(s.Extra) == 0 && s.Same > 0:
+		return fmt.Sprintf("missing: the node lacks %d of the %d rules kube-proxy would write", len(s.Missing), len(s.Missing)+s.Same)
 	case len(s.Extra) == 0 && endpoint:
 		return "missing: kube-proxy would write its rules, the node has none of them"
 	case len(s.Extra) == 0:
@@ -49,6 +57,19 @@ func (s Subject) Verdict() string {
 		return "stale: the node has rules kube-proxy would not write"
 	}
 	return "differs: the node's rules are not the ones kube-proxy would write"
+}
+
+// reordered tells whether the lines missing and the lines extra are the same
+// lines: the node holds every rule, only not in kube-proxy's order.
+func (s Subject) reordered() bool {
+	if len(s.Missing) != len(s.Extra) {
+		return false
+	}
+	a, b := slices.Clone(s.Missing), slices.Clone(s.Extra)
+	byText := func(x, y Line) int { return strings.Compare(x.String(), y.String()) }
+	slices.SortFunc(a, byText)
+	slices.SortFunc(b, byText)
+	return slices.Equal(a, b)
 }
 
 // Report is the comparison of one node.
@@ -94,11 +115,23 @@ type table struct {
 	rules  map[string][]string
 }
 
-// parseSave reads iptables-save output: the kube-proxy part of it, canonical.
+// ruleCounters is what `iptables-save -c` prints before each rule.
+var ruleCounters = regexp.MustCompile(`^\[\d+:\d+\]\s+`)
+
+// ErrNotADump is the error of input that holds none of what the mode's tools
+// print: no iptables-save table, no ipvsadm virtual server, no ipset set.
+var ErrNotADump = errors.New("not a dump")
+
+// parseSave reads iptables-save output, with or without counters: the
+// kube-proxy part of it, canonical.
 func parseSave(text string) (tables, error) {
 	var canon strings.Builder
+	saw := false
 	for n, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
+		line = ruleCounters.ReplaceAllString(strings.TrimSpace(line), "")
+		if strings.HasPrefix(line, "*") {
+			saw = true
+		}
 		switch {
 		case strings.HasPrefix(line, "-A "):
 			chain, rule, err := canonicalRule(line)
@@ -115,6 +148,9 @@ func parseSave(text string) (tables, error) {
 		case strings.HasPrefix(line, "*"), line == "COMMIT":
 			canon.WriteString(line + "\n")
 		}
+	}
+	if !saw {
+		return nil, fmt.Errorf("%w: no iptables-save table in it (no line like \"*nat\"; %s)", ErrNotADump, firstLine(text))
 	}
 	ts := tables{}
 	var cur *table
@@ -236,17 +272,20 @@ func IPTables(want, dump string) (*Report, error) {
 				add(Line{Table: tn, Chain: c}, wt.chains[c])
 			}
 		}
-		for _, c := range slices.Sorted(maps.Keys(union(wt.rules, dt.rules))) {
-			a, b := wt.rules[c], dt.rules[c]
+		for _, chain := range slices.Sorted(maps.Keys(union(wt.rules, dt.rules))) {
+			a, b := wt.rules[chain], dt.rules[chain]
 			for _, op := range difflib.NewMatcher(a, b).GetOpCodes() {
 				if op.Tag == 'e' {
+					for _, r := range a[op.I1:op.I2] {
+						c.same(names.of(Line{Table: tn, Chain: chain, Rule: r}))
+					}
 					continue
 				}
 				for _, r := range a[op.I1:op.I2] {
-					add(Line{Table: tn, Chain: c, Rule: r}, true)
+					add(Line{Table: tn, Chain: chain, Rule: r}, true)
 				}
 				for _, r := range b[op.J1:op.J2] {
-					add(Line{Table: tn, Chain: c, Rule: r}, false)
+					add(Line{Table: tn, Chain: chain, Rule: r}, false)
 				}
 			}
 		}
@@ -270,11 +309,23 @@ func (c collector) add(name string, l Line, missing bool) {
 	}
 }
 
-// subjects are the subjects in name order.
+// same counts a line of subject name that both sides hold.
+func (c collector) same(name string) {
+	s := c[name]
+	if s == nil {
+		s = &Subject{Name: name}
+		c[name] = s
+	}
+	s.Same++
+}
+
+// subjects are the subjects that differ, in name order.
 func (c collector) subjects() []Subject {
 	var out []Subject
 	for _, n := range slices.Sorted(maps.Keys(c)) {
-		out = append(out, *c[n])
+		if s := c[n]; len(s.Missing)+len(s.Extra) > 0 {
+			out = append(out, *s)
+		}
 	}
 	return out
 }
@@ -308,6 +359,9 @@ type subjects struct {
 var (
 	commentRE = regexp.MustCompile(`--comment "([^" ]+/[^" ]*)`)
 	dnatRE    = regexp.MustCompile(`--to-destination (\S+)`)
+	// toEndpointRE is the endpoint kube-proxy's comment on a jump to it names
+	// ("default/web:http -> 10.244.2.10:8080").
+	toEndpointRE = regexp.MustCompile(`--comment "[^"]* -> ([^" ]+)"`)
 )
 
 // perService are the prefixes of kube-proxy's chains that belong to one Service
@@ -318,6 +372,10 @@ func isPerService(c string) bool {
 	return slices.ContainsFunc(perService, func(p string) bool { return strings.HasPrefix(c, p) })
 }
 
+// The first side names a chain: kube-proxy's chain names are hashes of the
+// Service port and endpoint they are for, so what kube-proxy would write
+// (want, given first) tells what a chain is, whatever the node's rules in it
+// say (a rewritten DNAT is still the chain's endpoint's).
 func subjectNames(sides ...tables) subjects {
 	s := subjects{service: map[string]string{}, endpoint: map[string]string{}}
 	for _, ts := range sides {
@@ -325,13 +383,13 @@ func subjectNames(sides ...tables) subjects {
 			for c, rules := range t.rules {
 				for _, r := range rules {
 					svc := servicePort(r)
-					if isPerService(c) && svc != "" {
+					if isPerService(c) && svc != "" && s.service[c] == "" {
 						s.service[c] = svc
 					}
 					if target := jumpTarget.FindStringSubmatch(r); target != nil && isPerService(target[1]) && svc != "" && s.service[target[1]] == "" {
 						s.service[target[1]] = svc
 					}
-					if d := dnatRE.FindStringSubmatch(r); d != nil && strings.HasPrefix(c, "KUBE-SEP-") {
+					if d := dnatRE.FindStringSubmatch(r); d != nil && strings.HasPrefix(c, "KUBE-SEP-") && s.endpoint[c] == "" {
 						s.endpoint[c] = d[1]
 					}
 				}
@@ -362,10 +420,22 @@ func (s subjects) of(l Line) string {
 	for _, c := range chains {
 		if strings.HasPrefix(c, "KUBE-SEP-") {
 			ep := s.endpoint[c]
+			if m := toEndpointRE.FindStringSubmatch(l.Rule); m != nil && c != l.Chain {
+				// kube-proxy's comment on a jump to an endpoint names it:
+				// the rule is that endpoint's, wherever it jumps.
+				ep = m[1]
+			}
 			if ep == "" {
 				ep = "of chain " + c
 			}
-			if svc := s.service[c]; svc != "" {
+			// A jump from a Service's own chain is that Service's, even to
+			// an endpoint chain of another Service (a wrong jump is filed
+			// under the Service whose chain holds it).
+			svc := s.service[c]
+			if c != l.Chain && isPerService(l.Chain) && s.service[l.Chain] != "" {
+				svc = s.service[l.Chain]
+			}
+			if svc != "" {
 				return "endpoint " + ep + " of Service " + svc
 			}
 			return "endpoint " + ep
@@ -385,4 +455,17 @@ func (s subjects) of(l Line) string {
 		}
 	}
 	return "kube-proxy's chain " + l.Chain
+}
+
+// firstLine says what the input starts with, for an error about it.
+func firstLine(text string) string {
+	for _, l := range strings.Split(text, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			if len(l) > 60 {
+				l = l[:60] + "..."
+			}
+			return fmt.Sprintf("it starts %q", l)
+		}
+	}
+	return "it is empty"
 }

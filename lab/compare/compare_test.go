@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -168,4 +169,146 @@ func TestCompareIPVS(t *testing.T) {
 		t.Errorf("one endpoint left out:\n%s", r)
 	}
 	t.Logf("report:\n%s", r)
+}
+
+// TestCompareNotADump: input that holds nothing the tools print (empty, YAML,
+// an nft ruleset, binary) is refused as ErrNotADump naming what it starts
+// with, in both modes; an iptables-save dump is not.
+func TestCompareNotADump(t *testing.T) {
+	want := render(t, web(t), "node-1", "1.37")
+	for _, in := range []string{"", "apiVersion: v1\nkind: List\nitems: []\n", "table ip kube-proxy {\n\tchain services {\n\t}\n}\n", "\x1f\x8b\x08\x00\x00\x00"} {
+		if _, err := IPTables(want, in); !errors.Is(err, ErrNotADump) {
+			t.Errorf("IPTables of %q = %v, want ErrNotADump", in, err)
+		}
+		if _, err := IPVS(want, in, Frontends{}); !errors.Is(err, ErrNotADump) {
+			t.Errorf("IPVS of %q = %v, want ErrNotADump", in, err)
+		}
+	}
+	if _, err := IPTables(want, own(t)); err != nil {
+		t.Errorf("a real iptables-save: %v", err)
+	}
+}
+
+// TestCompareIPVSReadsEveryForm: the node's own IPVS state as newer ipset
+// prints it (bucketsize and initval on each hash set) and as `ipvsadm -Sn`
+// prints virtual servers is equal; -Sn without one real server names it.
+func TestCompareIPVSReadsEveryForm(t *testing.T) {
+	want := renderMode(t, web(t), "node-2", "ipvs", "1.37")
+	names := Frontends{"TCP 10.96.123.45:80": "default/web:http", "TCP *:30080": "default/web:http"}
+	p := splitIPVS(want)
+	var sets []string
+	for _, l := range strings.Split(p.ipset, "\n") {
+		if strings.HasPrefix(l, "create ") && strings.Contains(l, " hash:") {
+			l += " bucketsize 12 initval 0x5a1b2c3d"
+		}
+		sets = append(sets, l)
+	}
+	// `ipvsadm -Sn` of the same virtual servers: -A and -a lines.
+	var saved []string
+	vs := ""
+	for _, l := range strings.Split(p.ipvsadm, "\n") {
+		f := strings.Fields(l)
+		switch {
+		case len(f) >= 3 && (f[0] == "TCP" || f[0] == "UDP"):
+			vs = map[string]string{"TCP": "-t", "UDP": "-u"}[f[0]] + " " + f[1]
+			saved = append(saved, "-A "+vs+" -s "+f[2])
+		case len(f) >= 4 && f[0] == "->" && f[1] != "RemoteAddress:Port":
+			saved = append(saved, "-a "+vs+" -r "+f[1]+" -m -w "+f[3])
+		}
+	}
+	if len(saved) < 2 {
+		t.Fatalf("no virtual server in the rendering:\n%s", p.ipvsadm)
+	}
+	dump := strings.Join(saved, "\n") + "\n" + strings.Join(sets, "\n") + "\n" + AsSaved(p.iptables)
+	r, err := IPVS(want, dump, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.Equal() {
+		t.Errorf("node-2's own state in ipvsadm -Sn and ipset 7.10's form differs:\n%s\ndump:\n%s", r, dump)
+	}
+	var fewer []string
+	for _, l := range strings.Split(dump, "\n") {
+		if !strings.Contains(l, "-r 10.244.2.10:8080") {
+			fewer = append(fewer, l)
+		}
+	}
+	r, err = IPVS(want, strings.Join(fewer, "\n"), names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Equal() || !strings.Contains(r.String(), "endpoint 10.244.2.10:8080 of Service default/web:http") {
+		t.Errorf("a real server left out of -Sn is not named:\n%s", r)
+	}
+}
+
+// edited is node-1's own dump with each line passed through edit (which may
+// drop it, returning nothing, or give several).
+func edited(t *testing.T, edit func(string) []string) string {
+	var out []string
+	for _, l := range strings.Split(own(t), "\n") {
+		out = append(out, edit(l)...)
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestCompareReportsSayExactly: the report's verdicts and filing for four
+// edits of a node's real dump, each against what kube-proxy 1.37 would write
+// for web.yaml: one of an endpoint's rules gone (counted, not "none"); a DNAT
+// rewritten to another address (filed under the chain's own endpoint); the
+// endpoint chain's two rules swapped (named as an order difference); and the
+// Service chain's jump to one endpoint turned to the other endpoint's chain
+// (filed under the Service's own endpoint, not the jump's target).
+func TestCompareReportsSayExactly(t *testing.T) {
+	want := render(t, web(t), "node-1", "1.37")
+	const (
+		sep    = "KUBE-SEP-IQIBSY2R4USWK4F3" // 10.244.2.10:8080
+		other  = "KUBE-SEP-GWQABTP5GBYXHJY5" // 10.244.1.10:8080
+		masq   = "-A " + sep + " -s 10.244.2.10/32"
+		dnat   = "-A " + sep + " -p tcp"
+		epName = "endpoint 10.244.2.10:8080 of Service default/web:http"
+	)
+	var held string
+	for _, c := range []struct {
+		name    string
+		edit    func(string) []string
+		verdict string
+	}{
+		{"one rule gone", func(l string) []string {
+			if strings.HasPrefix(l, masq) {
+				return nil
+			}
+			return []string{l}
+		}, "missing: the node lacks 1 of the "},
+		{"DNAT rewritten", func(l string) []string {
+			if strings.HasPrefix(l, dnat) {
+				return []string{strings.Replace(l, "10.244.2.10:8080", "10.244.9.9:8080", 1)}
+			}
+			return []string{l}
+		}, "differs"},
+		{"rules swapped", func(l string) []string {
+			switch {
+			case strings.HasPrefix(l, masq):
+				held = l
+				return nil
+			case strings.HasPrefix(l, dnat):
+				return []string{l, held}
+			}
+			return []string{l}
+		}, "order:"},
+		{"jump to another endpoint", func(l string) []string {
+			if strings.HasPrefix(l, "-A KUBE-SVC-") && strings.HasSuffix(l, "-j "+sep) {
+				return []string{strings.Replace(l, "-j "+sep, "-j "+other, 1)}
+			}
+			return []string{l}
+		}, "differs"},
+	} {
+		r, err := IPTables(want, edited(t, c.edit))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.Subjects) != 1 || r.Subjects[0].Name != epName || !strings.HasPrefix(r.Subjects[0].Verdict(), c.verdict) {
+			t.Errorf("%s: want one difference, %s: %s...; got:\n%s", c.name, epName, c.verdict, r)
+		}
+	}
 }

@@ -1,8 +1,10 @@
 package compare
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -20,7 +22,7 @@ type Frontends map[string]string
 func IPVS(want, dump string, names Frontends) (*Report, error) {
 	w, d := splitIPVS(want), splitIPVS(dump)
 	if d.ipvsadm == "" && d.ipset == "" && d.iptables == "" {
-		return nil, fmt.Errorf("no `ipvsadm -Ln`, `ipset save` or iptables-save output in the dump")
+		return nil, fmt.Errorf("%w: no `ipvsadm -Ln` or `-Sn`, `ipset save` or iptables-save output in it (%s)", ErrNotADump, firstLine(dump))
 	}
 	c := collector{}
 	add := c.add
@@ -76,6 +78,7 @@ func IPVS(want, dump string, names Frontends) (*Report, error) {
 			for _, l := range s.Extra {
 				add(s.Name, l, false)
 			}
+			c[s.Name].Same += s.Same
 		}
 	}
 	return &Report{Subjects: c.subjects()}, nil
@@ -88,7 +91,12 @@ type ipvsParts struct{ ipvsadm, ipset, iptables string }
 func splitIPVS(text string) ipvsParts {
 	var v, s, t strings.Builder
 	for _, line := range strings.Split(text, "\n") {
+		line = ruleCounters.ReplaceAllString(line, "")
 		trimmed := strings.TrimSpace(line)
+		if l, ok := ipvsadmSaved(trimmed); ok {
+			v.WriteString(l + "\n")
+			continue
+		}
 		switch {
 		case strings.HasPrefix(trimmed, "# iptables") || strings.HasPrefix(line, "#   iptables "):
 			t.WriteString(strings.Replace(line, "#   iptables ", "#   ", 1) + "\n")
@@ -125,10 +133,15 @@ func virtualServers(text string) map[string]map[string]bool {
 	return out
 }
 
+// hashTuning is what ipset 7.10 and later print on a hash set's create line
+// (its bucket size and hash seed, which the kernel chooses): no part of what
+// kube-proxy asks for.
+var hashTuning = regexp.MustCompile(` (bucketsize \d+|initval 0x[0-9a-fA-F]+)`)
+
 // setLines are `ipset save`'s lines as the differential check normalizes them.
 func setLines(text string) map[string]bool {
 	out := map[string]bool{}
-	for _, l := range strings.Split(differential.Normalize([]string{"ipset"}, text), "\n") {
+	for _, l := range strings.Split(differential.Normalize([]string{"ipset"}, hashTuning.ReplaceAllString(text, "")), "\n") {
 		if l != "" {
 			out[l] = true
 		}
@@ -197,4 +210,37 @@ func (n Frontends) ofSetLine(l string, endpoints map[string]string) string {
 		}
 	}
 	return "ipset " + f[1]
+}
+
+// ipvsadmSaved is a line of `ipvsadm -Sn` (-A adds a virtual server, -a a real
+// server to it) as `ipvsadm -Ln` prints it; ok is false for any other line.
+func ipvsadmSaved(line string) (string, bool) {
+	f := strings.Fields(line)
+	if len(f) < 3 || f[0] != "-A" && f[0] != "-a" {
+		return "", false
+	}
+	proto, ok := map[string]string{"-t": "TCP", "--tcp-service": "TCP", "-u": "UDP", "--udp-service": "UDP", "--sctp-service": "SCTP"}[f[1]]
+	if !ok {
+		return "", false // an iptables rule: -A CHAIN ...
+	}
+	opts := map[string]string{}
+	for i := 3; i < len(f); i++ {
+		switch o := f[i]; o {
+		case "-m", "-g", "-i", "--masquerading", "--gatewaying", "--ipip":
+			opts["forward"] = map[string]string{"-m": "Masq", "--masquerading": "Masq", "-g": "Route", "--gatewaying": "Route", "-i": "Tunnel", "--ipip": "Tunnel"}[o]
+		default:
+			if i+1 < len(f) && !strings.HasPrefix(f[i+1], "-") {
+				opts[o] = f[i+1]
+				i++
+			}
+		}
+	}
+	if f[0] == "-A" {
+		l := proto + "  " + f[2] + " " + cmp.Or(opts["-s"], opts["--scheduler"], "wlc")
+		if p := cmp.Or(opts["-p"], opts["--persistent"]); p != "" {
+			l += " persistent " + p
+		}
+		return l, true
+	}
+	return "  -> " + cmp.Or(opts["-r"], opts["--real-server"]) + " " + cmp.Or(opts["forward"], "Route") + " " + cmp.Or(opts["-w"], opts["--weight"], "1") + " 0 0", true
 }

@@ -154,7 +154,26 @@ func canonicalOptions(module string, opts []string) []string {
 			out = append(out, o)
 		}
 	}
-	return out
+	return sortOptions(out)
+}
+
+// sortOptions orders a match's options, each with its values, by name: the
+// order they were given in means nothing to the kernel, and iptables-save
+// prints its own (`-m recent --set --name X` where kube-proxy writes `--name X
+// --set`).
+func sortOptions(opts []string) []string {
+	var groups [][]string
+	for _, o := range opts {
+		if strings.HasPrefix(o, "--") || strings.HasPrefix(o, "! --") || len(groups) == 0 {
+			groups = append(groups, []string{o})
+			continue
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], o)
+	}
+	slices.SortStableFunc(groups, func(a, b []string) int {
+		return strings.Compare(strings.TrimPrefix(a[0], "! "), strings.TrimPrefix(b[0], "! "))
+	})
+	return slices.Concat(groups...)
 }
 
 func canonicalTarget(t []string) []string {
