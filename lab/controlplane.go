@@ -121,7 +121,7 @@ func (c *controlPlane) startAPIServer(ctx context.Context) error {
 	}
 	c.pki = pki
 	c.api = kube.APIServerConfig{
-		Netns: m.NetNS, Address: cp.IP, ServiceCIDR: t.ServiceCIDR, PKI: pki,
+		Netns: m.NetNS, Address: cp.IP, ServiceCIDR: t.ServiceCIDR, PKI: pki, NodePortRange: t.NodePortRange.String(),
 		Dir: filepath.Join(c.runDir, "kube-apiserver"), LogFile: c.comps.logFile("kube-apiserver"),
 	}
 	c.started = time.Now()

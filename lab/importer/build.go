@@ -92,6 +92,9 @@ func Build(d *Dump, o Options) (*Result, error) {
 	b.cutNodes(services, slicesOf)
 	for _, svc := range services {
 		id := svc.Obj.Namespace + "/" + svc.Obj.Name
+		if err := checkPorts(svc); err != nil {
+			return nil, err
+		}
 		s, ok := b.service(svc)
 		if !ok {
 			continue
@@ -103,6 +106,7 @@ func Build(d *Dump, o Options) (*Result, error) {
 			}
 		}
 	}
+	b.nodePortRange()
 	for _, n := range d.Nodes {
 		if spec, ok := b.nodes[n.Obj.Name]; ok {
 			f.Nodes = append(f.Nodes, *spec)

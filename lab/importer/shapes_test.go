@@ -97,7 +97,7 @@ func TestImportWithoutSlices(t *testing.T) {
 		{"get nodes,svc,ep", map[string]string{"nodes.json": shapesNodes, "svc.json": shapesServices, "ep.yaml": shapesEndpoints},
 			"its endpoints are its Endpoints object's", want},
 		{"cluster-info dump", map[string]string{"nodes.json": shapesNodes, "default/services.json": shapesServices, "default/pods.json": shapesPods,
-			"default/events.json": `{"kind": "EventList", "apiVersion": "v1", "items": [{"metadata": {"name": "e1"}}]}`,
+			"default/events.json":    `{"kind": "EventList", "apiVersion": "v1", "items": [{"metadata": {"name": "e1"}}]}`,
 			"default/web-a/logs.txt": "a log line\n", "kube-system/services.json": `{"kind": "ServiceList", "apiVersion": "v1", "items": []}`},
 			"its endpoints are the 2 pods of the input its selector app=web matches", want},
 		{"no endpoints at all", map[string]string{"nodes.json": shapesNodes, "svc.json": shapesServices},
@@ -129,5 +129,39 @@ func TestImportCutLeavingNothing(t *testing.T) {
 	// Negative control: the namespace the input has keeps web.
 	if _, _, err := Import([]string{dir}, Options{Namespaces: []string{"default"}}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestImportPortNumbers: a node port outside 30000-32767 (a cluster with its
+// own --service-node-port-range) widens the file's nodePortRange, said in a
+// note, and the topology takes it; a port no cluster could hold is an input
+// error naming the file, the Service and the field.
+func TestImportPortNumbers(t *testing.T) {
+	nodePort := strings.Replace(shapesServices, `"type": "ClusterIP",
+  "ports": [{"name": "http", "port": 80,`, `"type": "NodePort",
+  "ports": [{"name": "http", "port": 80, "nodePort": 40080,`, 1)
+	if nodePort == shapesServices {
+		t.Fatal("the edit did not apply")
+	}
+	dir := writeTree(t, map[string]string{"nodes.json": shapesNodes, "svc.json": nodePort, "ep.yaml": shapesEndpoints})
+	data, res, err := Import([]string{dir}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := topology.Parse("imported", data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	if topo.NodePortRange.String() != "30000-40080" || !strings.Contains(strings.Join(res.Notes, "\n"), "nodePortRange 30000-40080") {
+		t.Errorf("nodePortRange %s, notes %q", topo.NodePortRange, res.Notes)
+	}
+
+	bad := strings.Replace(shapesServices, `"port": 80,`, `"port": 70000,`, 1)
+	dir = writeTree(t, map[string]string{"nodes.json": shapesNodes, "svc.json": bad})
+	_, _, err = Import([]string{dir}, Options{})
+	var ie *InputError
+	want := filepath.Join(dir, "svc.json") + ":items[0] (Service default/web): spec.ports[0].port: 70000 is not a port number"
+	if !errors.As(err, &ie) || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("port 70000: %v, want an input error starting %q", err, want)
 	}
 }

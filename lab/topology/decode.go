@@ -25,9 +25,11 @@ import (
 // converting the already-parsed YAML 1.2 tree ourselves keeps "yes" and "on" the
 // strings the user sees rather than YAML 1.1 booleans.
 
-// maxNodes bounds the walk, so that a file of aliases to aliases ("billion
-// laughs") cannot make Parse run away.
-const maxNodes = 1 << 18
+// maxExpanded bounds what aliases add to the walk, so that a file of aliases
+// to aliases ("billion laughs") cannot make Parse run away. The document's own
+// values are not bounded: a file of 10,000 Services (an import of a large
+// cluster) has millions, and costs no more than its size.
+const maxExpanded = 1 << 18
 
 type decoder struct {
 	source string
@@ -37,7 +39,9 @@ type decoder struct {
 	// incomplete, and checking the meaning of the rest would only add noise.
 	typeErrs bool
 	nodes    int
-	fields   map[reflect.Type][]jsonField
+	// limit is the document's own nodes plus maxExpanded.
+	limit  int
+	fields map[reflect.Type][]jsonField
 }
 
 func (d *decoder) errorAt(line int, path, format string, args ...any) {
@@ -82,6 +86,7 @@ func DecodeYAML(source string, data []byte, v any, kind, empty string) (pos Posi
 		return nil, d.errs, false
 	}
 	d.pos[""] = root.Line
+	d.limit = countNodes(root) + maxExpanded
 	val, _ := d.value(root, reflect.TypeOf(v).Elem(), "")
 	if d.typeErrs {
 		return d.pos, d.errs, false
@@ -184,11 +189,20 @@ func (d *decoder) resolve(n *yaml.Node, path string) (*yaml.Node, bool) {
 		n = n.Alias
 	}
 	d.nodes++
-	if d.nodes == maxNodes {
+	if d.nodes == d.limit {
 		d.typeErrs = true
-		d.errorAt(n.Line, path, "the document expands to more than %d values (aliases of aliases?)", maxNodes)
+		d.errorAt(n.Line, path, "aliases expand the document by more than %d values (aliases of aliases?)", maxExpanded)
 	}
-	return n, d.nodes < maxNodes
+	return n, d.nodes < d.limit
+}
+
+// countNodes counts the nodes of the tree under n, aliases not followed.
+func countNodes(n *yaml.Node) int {
+	c := 1
+	for _, k := range n.Content {
+		c += countNodes(k)
+	}
+	return c
 }
 
 func (d *decoder) object(n *yaml.Node, t reflect.Type, path string) (any, bool) {

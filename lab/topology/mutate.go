@@ -234,6 +234,9 @@ func (t *Topology) file() *File {
 	if t.LoadBalancerCIDR != t.NodeCIDR {
 		f.LoadBalancerCIDR = prefixString(t.LoadBalancerCIDR)
 	}
+	if t.NodePortRange != DefaultNodePortRange {
+		f.NodePortRange = t.NodePortRange.String()
+	}
 	for _, n := range t.Nodes {
 		f.Nodes = append(f.Nodes, NodeSpec{Name: n.Name, IP: addrString(n.IP), PodCIDR: prefixString(n.PodCIDR)})
 	}

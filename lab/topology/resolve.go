@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"strconv"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -124,6 +126,26 @@ func (r *resolver) lab(f *File) {
 		}
 	}
 	r.t.KubeProxyVersion = f.KubeProxyVersion
+	r.t.NodePortRange = r.portRange("nodePortRange", f.NodePortRange)
+}
+
+// nodePortRangeHint ends an error about a node port outside the range.
+const nodePortRangeHint = " (a cluster with another --service-node-port-range states it in nodePortRange)"
+
+// portRange reads "first-last" as the API server's --service-node-port-range
+// takes it; empty is the default range.
+func (r *resolver) portRange(path, s string) PortRange {
+	if s == "" {
+		return DefaultNodePortRange
+	}
+	first, last, ok := strings.Cut(s, "-")
+	a, errA := strconv.ParseInt(strings.TrimSpace(first), 10, 32)
+	b, errB := strconv.ParseInt(strings.TrimSpace(last), 10, 32)
+	if !ok || errA != nil || errB != nil || a < 1 || b > 65535 || a > b {
+		r.errorf(path, "%q: want FIRST-LAST, ports from 1 to 65535, such as %s", s, DefaultNodePortRange)
+		return DefaultNodePortRange
+	}
+	return PortRange{int32(a), int32(b)}
 }
 
 func (r *resolver) cidr(path, s, example string) netip.Prefix {

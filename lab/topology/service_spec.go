@@ -228,8 +228,8 @@ func (r *resolver) servicePorts(path string, svc *corev1.Service) {
 		switch {
 		case !needsNodePorts(svc):
 			r.errorf(npPath, "may not be used when type is %s (only NodePort and LoadBalancer Services have node ports)", spec.Type)
-		case port.NodePort < nodePortMin || port.NodePort > nodePortMax:
-			r.errorf(npPath, "%d is outside the NodePort range %d-%d", port.NodePort, nodePortMin, nodePortMax)
+		case !r.t.NodePortRange.Contains(port.NodePort):
+			r.errorf(npPath, "%d is outside the NodePort range %s%s", port.NodePort, r.t.NodePortRange, nodePortRangeHint)
 			port.NodePort = 0
 		default:
 			k := corev1.ServicePort{NodePort: port.NodePort, Protocol: port.Protocol}
@@ -297,8 +297,8 @@ func (r *resolver) trafficPolicies(sp string, svc *corev1.Service) {
 	case np == 0:
 	case !needsHealthCheck(svc):
 		r.errorf(hc, "may only be set when type is LoadBalancer and externalTrafficPolicy is Local")
-	case np < nodePortMin || np > nodePortMax:
-		r.errorf(hc, "%d is outside the NodePort range %d-%d", np, nodePortMin, nodePortMax)
+	case !r.t.NodePortRange.Contains(np):
+		r.errorf(hc, "%d is outside the NodePort range %s%s", np, r.t.NodePortRange, nodePortRangeHint)
 		spec.HealthCheckNodePort = 0
 	}
 }

@@ -6,10 +6,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
+// PortRange is a range of node ports, first to last: the API server's
+// --service-node-port-range.
+type PortRange struct{ First, Last int32 }
+
+func (p PortRange) String() string { return fmt.Sprintf("%d-%d", p.First, p.Last) }
+
+// Contains tells whether port is in the range.
+func (p PortRange) Contains(port int32) bool { return port >= p.First && port <= p.Last }
+
+// DefaultNodePortRange is the API server's default --service-node-port-range.
+var DefaultNodePortRange = PortRange{30000, 32767}
+
 // The API server's defaults and limits for Services.
 const (
-	nodePortMin = 30000
-	nodePortMax = 32767
 	// defaultAffinitySeconds is sessionAffinityConfig.clientIP.timeoutSeconds when
 	// not given (3 hours); maxAffinitySeconds is the most it may be (a day).
 	defaultAffinitySeconds = 10800
@@ -69,9 +79,9 @@ func (r *resolver) services(in []corev1.Service) {
 	}
 	// Allocation comes after every explicit choice is claimed, so that the
 	// result does not depend on the order of the Services.
-	cursor := int32(nodePortMin)
+	cursor := r.t.NodePortRange.First
 	nextNodePort := func() int32 {
-		for ; cursor <= nodePortMax; cursor++ {
+		for ; cursor <= r.t.NodePortRange.Last; cursor++ {
 			if _, taken := nodePorts[cursor]; !taken {
 				return cursor
 			}
@@ -109,7 +119,7 @@ func (r *resolver) services(in []corev1.Service) {
 				np, shared := byPort[sp.Port]
 				if !shared {
 					if np = nextNodePort(); np == 0 {
-						r.errorf(child(index(child(path, "spec.ports"), j), "nodePort"), "no free node port left in %d-%d", nodePortMin, nodePortMax)
+						r.errorf(child(index(child(path, "spec.ports"), j), "nodePort"), "no free node port left in %s", r.t.NodePortRange)
 						continue
 					}
 					nodePorts[np] = nodePortUse{i, sp.Port, fmt.Sprintf("Service %s port %d", id, sp.Port)}
@@ -121,7 +131,7 @@ func (r *resolver) services(in []corev1.Service) {
 		if needsHealthCheck(svc) && svc.Spec.HealthCheckNodePort == 0 {
 			np := nextNodePort()
 			if np == 0 {
-				r.errorf(child(path, "spec.healthCheckNodePort"), "no free node port left in %d-%d", nodePortMin, nodePortMax)
+				r.errorf(child(path, "spec.healthCheckNodePort"), "no free node port left in %s", r.t.NodePortRange)
 				continue
 			}
 			nodePorts[np] = nodePortUse{i, -1, fmt.Sprintf("Service %s (its health check)", id)}

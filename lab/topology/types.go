@@ -23,6 +23,9 @@ type File struct {
 	// KubeProxyVersion selects the kube-proxy release whose rules are reproduced
 	// ("1.37" when empty); the command-line flag overrides it.
 	KubeProxyVersion string `json:"kubeProxyVersion,omitempty"`
+	// NodePortRange is the API server's --service-node-port-range,
+	// "first-last"; empty: 30000-32767.
+	NodePortRange string `json:"nodePortRange,omitempty"`
 	// ControlPlane runs a real kube-apiserver and the EndpointSlice controller in
 	// a member of its own on the node network, and applies the lab through them.
 	ControlPlane bool `json:"controlPlane,omitempty"`
@@ -95,6 +98,8 @@ type Topology struct {
 	ServiceCIDR      netip.Prefix
 	NodeCIDR         netip.Prefix
 	KubeProxyVersion string
+	// NodePortRange is where node ports are allocated and must lie.
+	NodePortRange PortRange
 	// ControlPlane is the API server's member, nil without a control plane.
 	ControlPlane *ControlPlane
 	// DNS is the cluster DNS, nil in a lab without one (no control plane, or
