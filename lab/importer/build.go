@@ -48,6 +48,9 @@ type Result struct {
 	// Notes list what the file could not hold as the cluster had it, each with
 	// what was done instead.
 	Notes []string
+	// Manifest is set when the input was a manifest no cluster ran, which the
+	// import completed (Dump.isManifest).
+	Manifest bool
 }
 
 // ManagedBy is the manager of the EndpointSlices an import writes: the lab's
@@ -64,6 +67,9 @@ type builder struct {
 	byIP  map[netip.Addr]string         // node addresses
 	pods  map[netip.Addr]*topology.PodSpec
 	names map[string]bool // member names taken
+	// manifest is set for input no cluster ran (Dump.isManifest): Services keep
+	// their selectors and the lab completes them.
+	manifest bool
 	// kubernetesIP is default/kubernetes's ClusterIP: the first host of the
 	// service range, which tells where the range starts.
 	kubernetesIP netip.Addr
@@ -79,6 +85,12 @@ func Build(d *Dump, o Options) (*Result, error) {
 		pods: map[netip.Addr]*topology.PodSpec{}, names: map[string]bool{ClientName: true, topology.ControlPlaneMember: true, "fabric": true}}
 	f := &b.res.File
 	f.Name = cmp.Or(o.Name, "imported")
+	b.manifest = d.isManifest()
+	b.res.Manifest = b.manifest
+	if len(d.Nodes) == 0 && b.manifest && len(d.Services)+len(d.Pods)+len(d.Workloads) > 0 {
+		d.Nodes = madeNodes()
+		b.notef("no Node in the input (a manifest): made node-1 and node-2 (192.168.1.10 and .11, podCIDRs 10.244.1.0/24 and 10.244.2.0/24)")
+	}
 	if len(d.Nodes) == 0 {
 		return nil, inputErrorf("input", "no Node: dump them with the Services (`kubectl get nodes,services,endpointslices -A -o yaml`)")
 	}
@@ -115,6 +127,15 @@ func Build(d *Dump, o Options) (*Result, error) {
 	b.podsOf(d.Pods)
 	for _, ip := range slices.SortedFunc(maps.Keys(b.pods), netip.Addr.Compare) {
 		f.Pods = append(f.Pods, *b.pods[ip])
+	}
+	if b.manifest {
+		f.Pods = append(f.Pods, b.manifestPods(d)...)
+		b.unselected()
+	} else {
+		// A cluster's dump has the pods its workloads made.
+		for _, w := range d.Workloads {
+			d.Ignored[w.Obj.Kind]++
+		}
 	}
 	b.kubeProxy(d)
 	b.cidrs()
@@ -257,8 +278,9 @@ func (b *builder) keptServices(d *Dump) ([]Object[corev1.Service], map[string][]
 		slices.SortFunc(slicesOf[id], func(x, y Object[discoveryv1.EndpointSlice]) int { return cmp.Compare(x.Obj.Name, y.Obj.Name) })
 	}
 	for _, s := range kept {
-		// The two Services the lab makes itself need no endpoints here.
-		if s.Obj.Namespace == metav1.NamespaceDefault && s.Obj.Name == "kubernetes" || topology.IsDNSService(s.Obj.Namespace, s.Obj.Name) {
+		// The two Services the lab makes itself need no endpoints here, nor
+		// a manifest's, whose selectors the lab keeps.
+		if b.manifest || s.Obj.Namespace == metav1.NamespaceDefault && s.Obj.Name == "kubernetes" || topology.IsDNSService(s.Obj.Namespace, s.Obj.Name) {
 			continue
 		}
 		if id := s.Obj.Namespace + "/" + s.Obj.Name; len(slicesOf[id]) == 0 {
@@ -342,8 +364,12 @@ func (b *builder) service(in Object[corev1.Service]) (corev1.Service, bool) {
 		Spec:       *s.Spec.DeepCopy(),
 	}
 	spec := &out.Spec
-	spec.Selector = nil
-	if spec.Type != corev1.ServiceTypeExternalName && spec.ClusterIP != corev1.ClusterIPNone {
+	if !b.manifest {
+		spec.Selector = nil
+	}
+	if serviceIPsAllocated(&s) {
+		b.notef("Service %s: no ClusterIP in the input: the lab allocates one from serviceCIDR, as the API server would", id)
+	} else if spec.Type != corev1.ServiceTypeExternalName && spec.ClusterIP != corev1.ClusterIPNone {
 		ips := ipv4Only(spec.ClusterIPs)
 		if len(spec.ClusterIPs) == 0 && spec.ClusterIP != "" {
 			ips = ipv4Only([]string{spec.ClusterIP})

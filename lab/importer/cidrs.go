@@ -103,6 +103,10 @@ func (b *builder) cidrs() {
 		}
 	}
 	f.ServiceCIDR = p.String()
+	if len(ips) == 0 {
+		b.notef("serviceCIDR %s: kubeadm's default (the input has no ClusterIP to infer it from)", f.ServiceCIDR)
+		return
+	}
 	b.notef("serviceCIDR %s: inferred from the ClusterIPs (a dump does not state the API server's --service-cluster-ip-range)", f.ServiceCIDR)
 }
 

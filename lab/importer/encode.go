@@ -35,8 +35,13 @@ func (r *Result) Encode(sources []string) ([]byte, error) {
 	plain(&doc)
 	var head strings.Builder
 	fmt.Fprintf(&head, "%s from %s.\n", headerStart, strings.Join(sources, ", "))
-	head.WriteString("Services are selectorless: their EndpointSlices are the cluster's, endpoints\n" +
-		"with their conditions as they were, each on a pod made at its address on its node.\n")
+	if r.Manifest {
+		head.WriteString("A manifest no cluster ran: Services keep their selectors, and the lab derives\n" +
+			"their endpoints from the pods made for its workloads, as the controllers would.\n")
+	} else {
+		head.WriteString("Services are selectorless: their EndpointSlices are the cluster's, endpoints\n" +
+			"with their conditions as they were, each on a pod made at its address on its node.\n")
+	}
 	if len(r.Cut) > 0 {
 		head.WriteString("Cut down:\n")
 		for _, c := range r.Cut {

@@ -196,7 +196,8 @@ func TestImportBadInput(t *testing.T) {
 		"nokind":  {"apiVersion: v1\nmetadata: {name: x}\n", "bad.yaml: kind: required"},
 		"version": {"apiVersion: discovery.k8s.io/v2\nkind: EndpointSlice\n", `bad.yaml: apiVersion: "discovery.k8s.io/v2"`},
 		"yaml":    {"items: [\n", "bad.yaml: not YAML or JSON"},
-		"nonodes": {"apiVersion: v1\nkind: Service\nmetadata: {name: x}\n", "no Node"},
+		"nonodes": {"apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: x}\naddressType: IPv4\nendpoints: []\n", "no Node"},
+		"noports": {"apiVersion: v1\nkind: Service\nmetadata: {name: x}\n", "bad.yaml (Service default/x): spec.ports: required"},
 		"podcidr": {"apiVersion: v1\nkind: Node\nmetadata: {name: nx}\nspec: {podCIDRs: [nope]}\nstatus: {addresses: [{type: InternalIP, address: 10.0.0.1}]}\n", `bad.yaml (Node nx): spec.podCIDRs: "nope" is no CIDR`},
 	} {
 		p := filepath.Join(dir, "bad.yaml")

@@ -10,6 +10,9 @@ import (
 // naming the input object and the field, before they reach the topology
 // (where they would read as a fault of the importer's own file).
 func checkPorts(in Object[corev1.Service]) error {
+	if len(in.Obj.Spec.Ports) == 0 && in.Obj.Spec.ClusterIP != corev1.ClusterIPNone && in.Obj.Spec.Type != corev1.ServiceTypeExternalName {
+		return inputErrorf(in.Where, "spec.ports: required: a Service has at least one port")
+	}
 	for i, p := range in.Obj.Spec.Ports {
 		for _, f := range []struct {
 			field    string

@@ -5,6 +5,7 @@ package importer
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	discoveryv1beta1 "k8s.io/api/discovery/v1beta1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 	"k8s.io/utils/ptr"
@@ -33,6 +35,10 @@ type Dump struct {
 	// Endpoints stand in for the slices of a Service that has none in the
 	// input (`kubectl get svc,ep`, must-gather's core/endpoints.yaml).
 	Endpoints []Object[corev1.Endpoints]
+	// Workloads are a manifest's Deployments, StatefulSets, DaemonSets and
+	// ReplicaSets: the pods they would make stand in for the pods of an input
+	// no cluster ran.
+	Workloads []Object[workload]
 	// Pods are optional (kubectl get ...,pods): they add the pods that back
 	// no endpoint (clients inside the cluster) and name every pod's ports.
 	Pods      []Object[corev1.Pod]
@@ -202,6 +208,8 @@ func (d *Dump) readObject(where string, tm typeMeta, raw json.RawMessage) error 
 		if err := strict(&s); err != nil {
 			return err
 		}
+		// A manifest leaves it out: kubectl apply puts it in "default".
+		s.Namespace = cmp.Or(s.Namespace, metav1.NamespaceDefault)
 		d.Services = append(d.Services, Object[corev1.Service]{where + " (Service " + s.Namespace + "/" + s.Name + ")", s})
 	case tm.Kind == "EndpointSlice" && tm.APIVersion == discoveryv1.SchemeGroupVersion.String():
 		var s discoveryv1.EndpointSlice
@@ -226,6 +234,7 @@ func (d *Dump) readObject(where string, tm typeMeta, raw json.RawMessage) error 
 		if err := strict(&p); err != nil {
 			return err
 		}
+		p.Namespace = cmp.Or(p.Namespace, metav1.NamespaceDefault)
 		d.Pods = append(d.Pods, Object[corev1.Pod]{where + " (Pod " + p.Namespace + "/" + p.Name + ")", p})
 	case tm.Kind == "ConfigMap" && tm.APIVersion == "v1":
 		var cm corev1.ConfigMap
@@ -233,6 +242,8 @@ func (d *Dump) readObject(where string, tm typeMeta, raw json.RawMessage) error 
 			return err
 		}
 		return d.readKubeProxyConfigMap(where+" (ConfigMap "+cm.Namespace+"/"+cm.Name+")", cm)
+	case slices.Contains([]string{"Deployment", "StatefulSet", "DaemonSet", "ReplicaSet"}, tm.Kind) && tm.APIVersion == "apps/v1":
+		return d.readWorkload(where, tm.Kind, strict)
 	case tm.Kind == "KubeProxyConfiguration":
 		return d.readKubeProxyConfig(where, raw)
 	case slices.Contains([]string{"Node", "Service", "EndpointSlice", "Endpoints", "ConfigMap", "Pod"}, tm.Kind):

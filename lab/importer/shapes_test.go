@@ -2,6 +2,7 @@ package importer
 
 import (
 	"errors"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -101,7 +102,7 @@ func TestImportWithoutSlices(t *testing.T) {
 			"default/web-a/logs.txt": "a log line\n", "kube-system/services.json": `{"kind": "ServiceList", "apiVersion": "v1", "items": []}`},
 			"its endpoints are the 2 pods of the input its selector app=web matches", want},
 		{"no endpoints at all", map[string]string{"nodes.json": shapesNodes, "svc.json": shapesServices},
-			"has no endpoints in the lab", ""},
+			"selects pods (app=web), but the input has no EndpointSlice, Endpoints, Pod or workload of it", ""},
 	} {
 		dir := writeTree(t, c.files)
 		data, res, err := Import([]string{dir}, Options{})
@@ -163,5 +164,43 @@ func TestImportPortNumbers(t *testing.T) {
 	want := filepath.Join(dir, "svc.json") + ":items[0] (Service default/web): spec.ports[0].port: 70000 is not a port number"
 	if !errors.As(err, &ie) || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("port 70000: %v, want an input error starting %q", err, want)
+	}
+}
+
+// TestImportManifest: seed 002's manifests, which no cluster ran, become the
+// lab the article shows: two nodes made, the Deployment's three pods spread
+// over them, the Service's ClusterIP allocated from serviceCIDR and its three
+// endpoints derived from its selector on port 80; each invention is noted.
+func TestImportManifest(t *testing.T) {
+	data, res, err := Import([]string{"testdata/seed002/manifest.yaml"}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topo, err := topology.Parse("imported", data)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, data)
+	}
+	svc, ok := topo.Service("default", "service-httpd")
+	if !ok || !topo.ServiceCIDR.Contains(netip.MustParseAddr(svc.Spec.ClusterIP)) || svc.Spec.Ports[0].NodePort != 32000 {
+		t.Fatalf("service-httpd: %+v", svc.Spec)
+	}
+	if len(topo.Nodes) != 2 || len(topo.Pods) != 3 {
+		t.Errorf("%d nodes, %d pods; want 2 and 3", len(topo.Nodes), len(topo.Pods))
+	}
+	nodes := map[string]int{}
+	for _, p := range topo.Pods {
+		nodes[p.Node]++
+	}
+	if nodes["node-1"] != 2 || nodes["node-2"] != 1 {
+		t.Errorf("pods per node %v, want 2 on node-1 and 1 on node-2", nodes)
+	}
+	if got := endpointsOf(t, data); strings.Count(got, " ready") != 3 || !strings.Contains(got, "TCP 80") {
+		t.Errorf("endpoints %q, want three ready on port 80", got)
+	}
+	notes := strings.Join(res.Notes, "\n")
+	for _, want := range []string{"made node-1 and node-2", "made 3 pods of its 1 workloads", "Service default/service-httpd: no ClusterIP in the input: the lab allocates one"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("notes lack %q:\n%s", want, notes)
+		}
 	}
 }
