@@ -71,6 +71,34 @@ var _ = Describe("svclab import: a lab's own dump, imported, is the same lab", L
 			pa := verify.Derive(a.Topology(), model, a.ProxyConfig()).Checks(m.label)
 			pb := verify.Derive(b.Topology(), model, b.ProxyConfig()).Checks(m.label)
 			Expect(summaries(pb)).To(Equal(summaries(pa)), "the imported lab's planned checks")
+
+			// The other shapes users bring, from the same API server: Endpoints
+			// instead of slices (`get svc,ep`), and `cluster-info dump`'s tree of
+			// typed lists with no endpoints at all (the importer makes them from
+			// the pods, as the EndpointSlice controller does). Each plans the
+			// same checks; the notes say where the endpoints came from.
+			epDump, err := exec.Command(svclabBin, "kubectl", a.ID, "--", "get", "nodes,services,endpoints,pods", "-A", "-o", "yaml").Output()
+			Expect(err).NotTo(HaveOccurred(), "%s", epDump)
+			epPath := filepath.Join(GinkgoT().TempDir(), "svc-ep.yaml")
+			Expect(os.WriteFile(epPath, epDump, 0o644)).To(Succeed())
+			infoDir := filepath.Join(GinkgoT().TempDir(), "cluster-info")
+			out, err := runSvclab("kubectl", a.ID, "--", "cluster-info", "dump", "--all-namespaces", "--output-directory", infoDir)
+			Expect(err).NotTo(HaveOccurred(), out)
+			for _, shape := range []struct{ input, note string }{
+				{epPath, "its endpoints are its Endpoints object's"},
+				{infoDir, "as the EndpointSlice controller makes them"},
+			} {
+				data, res, err := importer.Import([]string{shape.input}, opts)
+				Expect(err).NotTo(HaveOccurred(), shape.input)
+				GinkgoWriter.Printf("imported %s:\n%s\nnotes: %q\n", shape.input, data, res.Notes)
+				Expect(res.Notes).To(ContainElement(ContainSubstring(shape.note)), shape.input)
+				t, err := topology.Parse(shape.input+" imported", data)
+				Expect(err).NotTo(HaveOccurred())
+				// As the lab b holds it: with its control plane (and its DNS).
+				Expect(t.EnableControlPlane()).To(Succeed())
+				pc := verify.Derive(t, model, a.ProxyConfig()).Checks(m.label)
+				Expect(summaries(pc)).To(Equal(summaries(pa)), "the checks planned from %s", shape.input)
+			}
 			if filepath.Base(file) == "loadbalancers.yaml" {
 				// Its checks wait out every dropped connection (some 55 s a run
 				// here): with the same rules on every node and the same plan,
@@ -94,7 +122,7 @@ var _ = Describe("svclab import: a lab's own dump, imported, is the same lab", L
 			// Negative control: the original's Service changed through its API
 			// server (ClientIP affinity) and its nodes' rules no longer equal
 			// the imported lab's.
-			out, err := runSvclab("kubectl", a.ID, "--", "patch", "service", "web", "-p", `{"spec":{"sessionAffinity":"ClientIP"}}`)
+			out, err = runSvclab("kubectl", a.ID, "--", "patch", "service", "web", "-p", `{"spec":{"sessionAffinity":"ClientIP"}}`)
 			Expect(err).NotTo(HaveOccurred(), out)
 			Eventually(func() (string, error) { return differential.Snapshot(a, "node-1") }).WithTimeout(time.Minute).WithPolling(time.Second).
 				Should(ContainSubstring("--rcheck"), "the original lab's proxier follows the patch")

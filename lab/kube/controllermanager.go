@@ -12,6 +12,8 @@ const DefaultControllerManagerPort = 10257
 
 // DefaultControllers are the controllers a lab runs: the EndpointSlice
 // controllers (slices from selectors; slices mirrored from hand-made Endpoints),
+// the Endpoints controller (a cluster's Endpoints objects, which `kubectl get
+// ep` and must-gather dumps hold, and import reads),
 // the service account controller (the ServiceAccount admission plugin refuses a
 // Pod whose namespace has no "default" service account, and this controller makes
 // it), and the garbage collector (a deleted Service's slices are removed through
@@ -19,6 +21,7 @@ const DefaultControllerManagerPort = 10257
 var DefaultControllers = []string{
 	"endpointslice-controller",
 	"endpointslice-mirroring-controller",
+	"endpoints-controller",
 	"serviceaccount-controller",
 	"garbage-collector-controller",
 }
