@@ -1,19 +1,25 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
 	"os"
+	"os/signal"
 	"slices"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/compare"
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/version"
 )
@@ -42,13 +48,20 @@ about. Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 			if node == "" {
 				return usage(fmt.Errorf("--node: required, the node the dump comes from"))
 			}
+			if f.mode == "nftables" {
+				// svclab has no nftables proxier of its own: what kube-proxy
+				// would write is what the real one writes.
+				f.proxyImpl = proxyKubeProxy
+			}
 			t, o, err := f.load()
 			if err != nil {
 				return err
 			}
-			want, err := renderNode(t, o, node)
-			if err != nil {
-				return err
+			if o.Mode != "iptables" && o.Mode != "ipvs" && o.Mode != "nftables" {
+				return usage(fmt.Errorf("--mode %s: svclab compare reads iptables, ipvs and nftables dumps", o.Mode))
+			}
+			if _, ok := t.Node(node); !ok {
+				return usage(fmt.Errorf("%s: no node %q", t.Source, node))
 			}
 			var dump strings.Builder
 			for _, a := range args {
@@ -59,14 +72,27 @@ about. Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 				dump.Write(data)
 				dump.WriteString("\n")
 			}
+			// The dump is read before any lab is built: bad input costs nothing.
+			if err := compare.Check(o.Mode, dump.String()); err != nil {
+				return usage(fmt.Errorf("%s: %w", strings.Join(args, ", "), err))
+			}
+			var want string
+			if o.KubeProxy != nil {
+				want, err = kubeProxyRules(cmd.ErrOrStderr(), t, o, node)
+			} else {
+				want, err = renderNode(t, o, node)
+			}
+			if err != nil {
+				return err
+			}
 			var r *compare.Report
 			switch o.Mode {
 			case "iptables":
 				r, err = compare.IPTables(want, dump.String())
 			case "ipvs":
 				r, err = compare.IPVS(want, dump.String(), frontends(t))
-			default:
-				return usage(fmt.Errorf("--mode %s: svclab compare reads iptables and ipvs dumps", o.Mode))
+			case "nftables":
+				r, err = compare.NFTables(want, dump.String())
 			}
 			if err != nil {
 				return usage(fmt.Errorf("%s: %w", strings.Join(args, ", "), err))
@@ -158,4 +184,50 @@ func compareJSON(node, mode, version, source string, r *compare.Report) compareR
 		out.Differences = append(out.Differences, compareSubject{Name: s.Name, Verdict: s.Verdict(), Missing: lines(s.Missing), Extra: lines(s.Extra), Same: s.Same})
 	}
 	return out
+}
+
+// kubeProxyRules builds a throwaway lab of t with the real kube-proxy in every
+// node (o.KubeProxy: the component binary's, or --kube-proxy-binary), and
+// returns what node holds once kube-proxy programmed the state (lab.Up waits
+// for that), as the mode's tools print it. Ctrl-C tears the lab down.
+func kubeProxyRules(progress io.Writer, t *topology.Topology, o lab.Options, node string) (string, error) {
+	if err := lab.Check(t, o); err != nil {
+		return "", usage(err)
+	}
+	if err := namespaces.CheckPrivileges(); err != nil {
+		return "", err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	fmt.Fprintf(progress, "svclab compare: building a lab of %s with the real kube-proxy (%s mode) to read what it writes on %s\n", t.Source, o.Mode, node)
+	l, err := lab.Up(ctx, t, o)
+	if err != nil {
+		return "", err
+	}
+	rules, err := nodeRules(l, node, o)
+	return rules, errors.Join(err, l.Down())
+}
+
+// nodeRules is what node of l holds, as the mode's tools print it.
+func nodeRules(l *lab.Lab, node string, o lab.Options) (string, error) {
+	m, err := l.Member(node)
+	if err != nil {
+		return "", err
+	}
+	save := xtables.SaveProgram(o.Proxy.Backend)
+	argvs := map[string][][]string{
+		"iptables": {{save}},
+		"ipvs":     {{"ipvsadm", "-Ln"}, {"ipset", "save"}, {save}},
+		"nftables": {{"nft", "list", "ruleset"}},
+	}[o.Mode]
+	var b strings.Builder
+	for _, argv := range argvs {
+		out, err := namespaces.Output(m.NetNS, argv...)
+		if err != nil {
+			return "", fmt.Errorf("node %s: %s: %w", node, strings.Join(argv, " "), err)
+		}
+		b.Write(out)
+		b.WriteString("\n")
+	}
+	return b.String(), nil
 }

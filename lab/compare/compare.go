@@ -469,3 +469,23 @@ func firstLine(text string) string {
 	}
 	return "it is empty"
 }
+
+// Check tells whether dump holds what the mode's tools print of a node
+// (ErrNotADump when it holds none of it), before anything is built to
+// compare it with.
+func Check(mode, dump string) error {
+	var err error
+	switch mode {
+	case "iptables":
+		_, err = parseSave(dump)
+	case "ipvs":
+		if p := splitIPVS(dump); p.ipvsadm == "" && p.ipset == "" && p.iptables == "" {
+			err = fmt.Errorf("%w: no `ipvsadm -Ln` or `-Sn`, `ipset save` or iptables-save output in it (%s)", ErrNotADump, firstLine(dump))
+		} else if p.iptables != "" {
+			_, err = parseSave(p.iptables)
+		}
+	case "nftables":
+		_, err = parseNFT(dump)
+	}
+	return err
+}

@@ -2,7 +2,6 @@ package compare
 
 import (
 	"cmp"
-	"fmt"
 	"maps"
 	"regexp"
 	"slices"
@@ -21,8 +20,8 @@ type Frontends map[string]string
 // renders for it in IPVS mode (want). Only the parts the dump holds are compared.
 func IPVS(want, dump string, names Frontends) (*Report, error) {
 	w, d := splitIPVS(want), splitIPVS(dump)
-	if d.ipvsadm == "" && d.ipset == "" && d.iptables == "" {
-		return nil, fmt.Errorf("%w: no `ipvsadm -Ln` or `-Sn`, `ipset save` or iptables-save output in it (%s)", ErrNotADump, firstLine(dump))
+	if err := Check("ipvs", dump); err != nil {
+		return nil, err
 	}
 	c := collector{}
 	add := c.add
