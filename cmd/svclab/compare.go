@@ -33,16 +33,20 @@ func newCompareCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "compare -f TOPOLOGY --node NODE DUMP...",
 		Short: "Say where a real node's kube-proxy rules differ from what kube-proxy would write for a topology",
-		Long: `Compare DUMP, what a real node holds (iptables mode: iptables-save; ipvs mode:
-` + "`ipvsadm -Ln`, `ipset save`" + ` and iptables-save, in one file or several; "-" reads stdin), with the rules
-kube-proxy (the release --kube-proxy-version names, else the topology's) would write on
-NODE for the topology's state, as ` + "`svclab rules`" + ` renders them. Both sides are normalized
-as the differential check normalizes them (counters, chain order, the order of Services in
-dispatch chains; iptables-save's way of printing a rule); only kube-proxy's chains and
-the jumps to them count. Differences are grouped by the Service port or endpoint they are
-about. Exit 0 when equal, 1 when they differ, 2 on bad input.`,
+		Long: `Compare DUMP, what a real node holds (iptables mode: iptables-save, with or without -c;
+ipvs mode: ` + "`ipvsadm -Ln` or `-Sn`, `ipset save`" + ` and iptables-save; nftables mode: nft list
+ruleset; in one file or several, "-" reads stdin), with the rules kube-proxy (the release
+--kube-proxy-version names, else the topology's) would write on NODE for the topology's
+state, as ` + "`svclab rules`" + ` renders them. In nftables mode, and with --proxy kube-proxy,
+they are what the real kube-proxy writes in a throwaway lab of the topology (root and
+the component binary, or --kube-proxy-binary). Both sides are normalized (counters,
+handles, chain and element order, the order of Services in dispatch chains; the tool's
+way of printing a rule); only kube-proxy's chains and tables count. Differences are
+grouped by the Service port or endpoint they are about; --json prints them as JSON.
+Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 		Example: `  svclab import cluster.yaml -o lab.yaml
-  svclab compare -f lab.yaml --node node1 node1.iptables-save`,
+  svclab compare -f lab.yaml --node node1 node1.iptables-save
+  sudo svclab compare -f lab.yaml --node node1 --mode nftables node1.nft`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if node == "" {
