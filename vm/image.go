@@ -244,7 +244,11 @@ func ensureBaseImage(ctx context.Context, k Kernel, cacheDir string, extraTools 
 		lg.printf("guest image %s (cached)", hash)
 		return img, nil
 	}
-	unlock, err := cachedir.Lock(ctx, cacheDir, func() { lg.printf("another svclab is filling the cache %s; waiting for it", cacheDir) })
+	// The lock of the directory Prune sweeps, wherever it is reached from
+	// (a cache of links to it, as a test's): Prune removes every .build-*
+	// there, which only the lock's holder may have under way.
+	images := filepath.Dir(img.Path)
+	unlock, err := cachedir.Lock(ctx, images, func() { lg.printf("another svclab is filling the cache %s; waiting for it", images) })
 	if err != nil {
 		return baseImage{}, err
 	}

@@ -81,7 +81,9 @@ func EnsureKernel(ctx context.Context, cacheDir string, log io.Writer) (Kernel, 
 		lg.printf("kernel %s (cached)", k)
 		return k, nil
 	}
-	unlock, err := cachedir.Lock(ctx, cacheDir, func() { lg.printf("another svclab is filling the cache %s; waiting for it", cacheDir) })
+	// The lock of the directory Prune sweeps (see ensureBaseImage).
+	kernels := filepath.Dir(dir)
+	unlock, err := cachedir.Lock(ctx, kernels, func() { lg.printf("another svclab is filling the cache %s; waiting for it", kernels) })
 	if err != nil {
 		return Kernel{}, err
 	}

@@ -65,7 +65,9 @@ func Touch(path string) {
 // itself when stamp is empty, else the file stamp inside it) was not touched
 // within StaleAfter, except keep, and leftovers of makers that died (names
 // starting with ".build-" or ".fetch-"). removed is told of each entry removed.
-// The caller holds the lock.
+// The caller holds dir's lock (Lock(ctx, dir, ...)): the .build-* and
+// .fetch-* it removes are then no other maker's work under way. A lock of
+// another directory (a cache of links into dir) would not say that.
 func Prune(dir, pattern, stamp, keep string, removed func(path string, unused time.Duration)) {
 	leftovers, _ := filepath.Glob(filepath.Join(dir, ".build-*"))
 	fetches, _ := filepath.Glob(filepath.Join(dir, ".fetch-*"))
