@@ -65,7 +65,14 @@ Exit 0 when equal, 1 when they differ, 2 on bad input.`,
 				return usage(fmt.Errorf("--mode %s: svclab compare reads iptables, ipvs and nftables dumps", o.Mode))
 			}
 			if _, ok := t.Node(node); !ok {
-				return usage(fmt.Errorf("%s: no node %q", t.Source, node))
+				// The cluster's name of a node import renamed (a dotted
+				// EKS name, say) finds it as import named it.
+				base := topology.MemberBase(node)
+				if _, ok := t.Node(base); !ok {
+					return usage(fmt.Errorf("%s: no node %q", t.Source, node))
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "svclab compare: node %s is %s in %s\n", node, base, t.Source)
+				node = base
 			}
 			var dump strings.Builder
 			for _, a := range args {

@@ -10,6 +10,10 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/compare"
+	"github.com/svclab/svclab/lab/topology"
 )
 
 const seed002 = "../../lab/importer/testdata/seed002/"
@@ -139,5 +143,60 @@ func TestImportCompareBadInput(t *testing.T) {
 		if !errors.As(err, &ue) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s %v: %v, want a usage error (exit 2) containing %q", cmd.Name(), tc.args, err, tc.want)
 		}
+	}
+}
+
+// TestCompareTakesTheClustersNodeName: a node import renamed (a dotted EKS
+// name is no DNS label) is found by `compare --node` under the cluster's name,
+// which the note of import and compare's stderr both tie to the lab's.
+func TestCompareTakesTheClustersNodeName(t *testing.T) {
+	topo, err := topology.Load("../../topologies/web.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const real, inLab = "ip-192-168-1-10.EC2.internal", "ip-192-168-1-10-ec2-internal"
+	dir := t.TempDir()
+	dump := filepath.Join(dir, "cluster.json")
+	if err := os.WriteFile(dump, bytes.ReplaceAll(kubectlDump(t, topo), []byte(`"node-1"`), []byte(`"`+real+`"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	labFile := filepath.Join(dir, "lab.yaml")
+	var stderr bytes.Buffer
+	if code := runSvclab([]string{"import", dump, "-o", labFile}, &stderr); code != 0 {
+		t.Fatalf("import: exit %d: %s", code, stderr.String())
+	}
+	imported, err := topology.Load(labFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := renderNode(imported, lab.Options{Mode: "iptables"}, inLab)
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := filepath.Join(dir, "node.iptables-save")
+	if err := os.WriteFile(saved, []byte(compare.AsSaved(rules)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := newCompareCommand()
+	var out, errOut bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&errOut)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.SetArgs([]string{"-f", labFile, "--node", real, saved})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("compare --node %s: %v\n%s%s", real, err, out.String(), errOut.String())
+	}
+	if !strings.Contains(errOut.String(), "node "+real+" is "+inLab) || !strings.Contains(out.String(), "node "+inLab+" holds what kube-proxy") {
+		t.Errorf("compare --node %s: stdout %q, stderr %q", real, out.String(), errOut.String())
+	}
+	// A name that is no node's, in either form, is still refused.
+	cmd = newCompareCommand()
+	cmd.SetOut(&bytes.Buffer{})
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	cmd.SetArgs([]string{"-f", labFile, "--node", "ip-10-9-9-9.ec2.internal", saved})
+	var ue usageError
+	if err := cmd.Execute(); !errors.As(err, &ue) {
+		t.Errorf("compare --node of no node: %v, want a usage error", err)
 	}
 }

@@ -29,12 +29,16 @@ func newImportCommand() *cobra.Command {
 		Use:   "import FILE|DIR... [-o OUT]",
 		Short: "Write a topology file from a real cluster's Nodes, Services and EndpointSlices",
 		Long: `Read what ` + "`kubectl get nodes,services,endpointslices -A -o yaml`" + ` (or -o json) prints,
-from files or directories of them, and optionally kube-proxy's ConfigMap
-(` + "`kubectl -n kube-system get cm kube-proxy -o yaml`" + `), and write a topology file svclab runs
-as is: the nodes with their InternalIPs and podCIDRs, every Service as the cluster holds
-it (selectorless), its EndpointSlices with their endpoints' conditions as they were, a
-pod at each endpoint's address on its node, and an outside client. What the file cannot
-hold is listed in its header and on stderr, with what was done instead.`,
+from files or directories of them at any depth (also Endpoints instead of slices, as
+` + "`get svc,ep`" + ` prints them, and ` + "`kubectl cluster-info dump --output-directory`" + `'s tree), and
+optionally kube-proxy's ConfigMap (` + "`kubectl -n kube-system get cm kube-proxy -o yaml`" + `),
+and write a topology file svclab runs as is: the nodes with their InternalIPs and
+podCIDRs, every Service as the cluster holds it (selectorless), its EndpointSlices with
+their endpoints' conditions as they were, a pod at each endpoint's address on its node,
+and an outside client. A manifest no cluster ran (Deployments and Services, no status)
+is completed as the API server and controllers would. What the file cannot hold is
+listed in its header and on stderr, with what was done instead. -o writes a new file or
+one an earlier import wrote, never one of yours.`,
 		Example: `  kubectl get nodes,services,endpointslices -A -o yaml > cluster.yaml
   kubectl -n kube-system get cm kube-proxy -o yaml > kube-proxy.yaml
   svclab import cluster.yaml kube-proxy.yaml -o lab.yaml --namespace default --nodes 3`,

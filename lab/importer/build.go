@@ -153,26 +153,18 @@ func Build(d *Dump, o Options) (*Result, error) {
 	return b.res, nil
 }
 
-// memberName is name made a DNS label unique among the lab's members.
-func (b *builder) memberName(name string) string {
-	n := strings.ToLower(strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' {
-			return r
-		}
-		return '-'
-	}, name))
-	n = strings.Trim(n, "-")
-	if len(n) > 55 {
-		n = strings.TrimRight(n[:55], "-")
-	}
-	if n == "" {
-		n = "member"
-	}
+// memberName is name, of a member of kind (node, pod), made a DNS label
+// unique among the lab's members; a name changed on the way is noted.
+func (b *builder) memberName(kind, name string) string {
+	n := cmp.Or(topology.MemberBase(name), "member")
 	out := n
 	for i := 2; b.names[out]; i++ {
 		out = fmt.Sprintf("%s-%d", n, i)
 	}
 	b.names[out] = true
+	if out != name {
+		b.notef("%s %s: named %s in the lab (a member's name is a DNS label of at most 55 characters, unique among nodes, pods and clients; svclab compare --node takes either)", kind, name, out)
+	}
 	return out
 }
 
@@ -196,10 +188,7 @@ func (b *builder) readNodes(nodes []Object[corev1.Node]) error {
 			b.notef("node %s: no IPv4 InternalIP in status.addresses (IPv6 is not supported): left out, with its endpoints", n.Obj.Name)
 			continue
 		}
-		spec := &topology.NodeSpec{Name: b.memberName(n.Obj.Name), IP: ip.String()}
-		if spec.Name != n.Obj.Name {
-			b.notef("node %s: named %s (svclab names are DNS labels, unique among nodes, pods and clients)", n.Obj.Name, spec.Name)
-		}
+		spec := &topology.NodeSpec{Name: b.memberName("node", n.Obj.Name), IP: ip.String()}
 		cidrs := n.Obj.Spec.PodCIDRs
 		if len(cidrs) == 0 && n.Obj.Spec.PodCIDR != "" {
 			cidrs = []string{n.Obj.Spec.PodCIDR}
@@ -546,7 +535,7 @@ func (b *builder) pod(ip netip.Addr, node, namespace string, e discoveryv1.Endpo
 		name = ref.Name
 		namespace = cmp.Or(ref.Namespace, namespace)
 	}
-	p := &topology.PodSpec{Name: b.memberName(name), Namespace: namespace, Node: node, IP: ip.String()}
+	p := &topology.PodSpec{Name: b.memberName("pod", name), Namespace: namespace, Node: node, IP: ip.String()}
 	if namespace == metav1.NamespaceDefault {
 		p.Namespace = ""
 	}

@@ -111,7 +111,7 @@ func (b *builder) manifestPods(d *Dump) []topology.PodSpec {
 			b.notef("pod %s/%s: on node %s, which the input does not have: put on %s", namespace, name, node, nodes[0])
 			node = nodes[0]
 		}
-		p := topology.PodSpec{Name: b.memberName(name), Namespace: namespace, Node: node, Labels: meta.Labels}
+		p := topology.PodSpec{Name: b.memberName("pod", name), Namespace: namespace, Node: node, Labels: meta.Labels}
 		if namespace == metav1.NamespaceDefault {
 			p.Namespace = ""
 		}

@@ -45,7 +45,7 @@ func (b *builder) podsOf(pods []Object[corev1.Pod]) {
 				b.notef("pod %s/%s: %s is outside node %s's podCIDR %s, or its network or gateway address: left out", p.Namespace, p.Name, ip, p.Spec.NodeName, cidr)
 				continue
 			}
-			spec = &topology.PodSpec{Name: b.memberName(p.Name), Namespace: p.Namespace, Node: node.Name, IP: ip.String()}
+			spec = &topology.PodSpec{Name: b.memberName("pod", p.Name), Namespace: p.Namespace, Node: node.Name, IP: ip.String()}
 			if p.Namespace == metav1.NamespaceDefault {
 				spec.Namespace = ""
 			}
