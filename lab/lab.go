@@ -142,6 +142,9 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 	if err := os.MkdirAll(record.RunDir(l.dir, l.ID), 0o755); err != nil {
 		return l, fmt.Errorf("lab %s: %w", l.ID, err)
 	}
+	if err := l.ledger.serve(); err != nil {
+		return l, err
+	}
 	if l.topo.ControlPlane != nil {
 		// Checked before anything is built: etcd would fail part-way, with a
 		// message about its WAL that does not say why.

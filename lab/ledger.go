@@ -1,10 +1,12 @@
 package lab
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/record"
@@ -15,7 +17,11 @@ import (
 // Services), written anew on every change so that `down` and `clean` can
 // remove a lab whose owner died. Its lock is its own and guards nothing else;
 // it is taken inside changeMu and Lab.mu, never around them, and nothing is
-// called with it held but record.Write.
+// called with it held but record.Write and the encoding of the record. The
+// owner answers for the lab on a socket (record.Serve) with the record it
+// holds, which `svclab ls` asks: a record that cannot be written (the run
+// directory full) leaves the file on disk behind the lab, and the answer says
+// so (stale).
 type ledger struct {
 	// lab and run name the members' namespaces; dir is where the record is.
 	lab, run, dir string
@@ -26,7 +32,18 @@ type ledger struct {
 	// closed is set when the lab goes down: the record is removed then, and
 	// must not be written again.
 	closed bool
+	// stale is set while the record on disk is behind rec: a write failed.
+	// retry writes it again after retryEvery, until a write succeeds, so
+	// that the file catches up once there is room (`down` and `clean` read
+	// it after the owner is gone).
+	stale *record.Stale
+	retry *time.Timer
+	// server answers for the lab, from serve until close.
+	server *record.Server
 }
+
+// retryEvery is how often a record that could not be written is tried again.
+const retryEvery = 5 * time.Second
 
 // add puts a member called name into the ledger and writes the record.
 func (g *ledger) add(name, kind string, ip netip.Addr, node string) (*member.Member, error) {
@@ -81,18 +98,75 @@ func (g *ledger) writeLocked() error {
 	if g.closed {
 		return nil
 	}
-	return record.Write(g.dir, g.rec)
+	err := record.Write(g.dir, g.rec)
+	if err == nil {
+		g.stale = nil
+		return nil
+	}
+	// Stale since the first write that failed, for the latest cause.
+	since := time.Now()
+	if g.stale != nil {
+		since = g.stale.Since
+	}
+	g.stale = record.NewStale(since, err)
+	if g.retry == nil {
+		g.retry = time.AfterFunc(retryEvery, func() {
+			g.mu.Lock()
+			defer g.mu.Unlock()
+			g.retry = nil
+			g.writeLocked()
+		})
+	}
+	return err
 }
 
-// close stops the writes of the record, whose lab goes down; it returns the
-// namespaces of the members.
-func (g *ledger) close() []string {
+// serve answers for the lab on its owner's socket until close; the lab's run
+// directory must exist. Bound while there is room, the socket goes on
+// answering when the run directory fills up.
+func (g *ledger) serve() error {
+	s, err := record.Serve(g.dir, g.rec.ID, g.live)
+	if err != nil {
+		return err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if g.closed {
+		s.Close()
+		return nil
+	}
+	g.server = s
+	return nil
+}
+
+// live is the record as the owner holds it, saying when the file on disk is
+// behind it.
+func (g *ledger) live() ([]byte, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	r := *g.rec
+	r.Stale = g.stale
+	return json.Marshal(&r)
+}
+
+// close stops the writes of the record, whose lab goes down, and the answers
+// for it; it returns the namespaces of the members.
+func (g *ledger) close() []string {
+	g.mu.Lock()
 	g.closed = true
+	if g.retry != nil {
+		g.retry.Stop()
+		g.retry = nil
+	}
+	server := g.server
+	g.server = nil
 	names := make([]string, 0, len(g.members))
 	for _, m := range g.members {
 		names = append(names, m.NetNS)
+	}
+	g.mu.Unlock()
+	// Outside the lock: an answer being written takes it.
+	if server != nil {
+		server.Close()
 	}
 	return names
 }

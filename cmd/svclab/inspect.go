@@ -39,6 +39,9 @@ lab's ID, or its name if only one lab has it. Needs no root.`,
 			if err != nil {
 				return usage(err)
 			}
+			// Its owner says how the lab is now: the record on disk may be
+			// behind it (the run directory full).
+			r = record.Fresh(record.DefaultDir, r)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
@@ -54,7 +57,7 @@ lab's ID, or its name if only one lab has it. Needs no root.`,
 
 // printInspect prints a lab as `svclab up` did, and its components.
 func printInspect(w io.Writer, s labState) {
-	owner := fmt.Sprintf("held by process %d, %s", s.Owner.PID, s.Health())
+	owner := fmt.Sprintf("held by process %d, %s", s.Owner.PID, s.State())
 	if !s.Running {
 		owner = "its process is gone (svclab clean removes what is left)"
 	}

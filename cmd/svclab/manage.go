@@ -23,7 +23,7 @@ func newDownCommand() *cobra.Command {
 		Use:   "down LAB",
 		Short: "Tear a lab down (LAB is its ID, or its name if only one lab has it)",
 		Args:  cobra.ExactArgs(1),
-		RunE: func(_ *cobra.Command, args []string) error {
+		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
 			}
@@ -31,8 +31,17 @@ func newDownCommand() *cobra.Command {
 			if err != nil {
 				return usage(err)
 			}
+			// Before the owner removes the run directory with the records of
+			// killed traces, whose monitors would hold the namespaces.
+			k, traceErr := record.RemoveKilledTraces(record.DefaultDir, r.ID)
+			if k.Removed() {
+				fmt.Fprintln(cmd.ErrOrStderr(), k)
+			}
 			if err := stopOwner(r); err != nil {
-				return err
+				return errors.Join(traceErr, err)
+			}
+			if traceErr != nil {
+				return traceErr
 			}
 			fmt.Printf("Lab %s is down.\n", r.ID)
 			return nil
@@ -72,6 +81,11 @@ func newLsCommand() *cobra.Command {
 			for _, c := range bad {
 				fmt.Fprintf(cmd.ErrOrStderr(), "svclab: warning: %v\n", c)
 			}
+			// A running lab's owner says how the lab is now: its record on
+			// disk may be behind it (the run directory full).
+			for i, r := range recs {
+				recs[i] = record.Fresh(record.DefaultDir, r)
+			}
 			out := cmd.OutOrStdout()
 			if asJSON {
 				states := make([]labState, 0, len(recs))
@@ -85,7 +99,7 @@ func newLsCommand() *cobra.Command {
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "LAB\tNAME\tMODE\tMEMBERS\tOWNER\tAGE\tSOURCE")
 			for _, r := range recs {
-				state := fmt.Sprintf("%d %s", r.Owner.PID, r.Health())
+				state := fmt.Sprintf("%d %s", r.Owner.PID, r.State())
 				if !r.Owner.Alive() {
 					state = "gone (svclab clean removes it)"
 				}
@@ -95,7 +109,7 @@ func newLsCommand() *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the labs' records as JSON, each with running: whether its process still holds it")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the labs' records as JSON, each with running: whether its process still holds it, and recordStale: since when and why the record on disk is behind a running lab")
 	return cmd
 }
 
@@ -105,11 +119,14 @@ func newCleanCommand() *cobra.Command {
 		Use:   "clean",
 		Short: "Remove what killed labs left behind (every svclab namespace no running lab owns)",
 		Args:  cobra.NoArgs,
-		RunE: func(*cobra.Command, []string) error {
+		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
 			}
 			rep, err := record.Clean(record.DefaultDir, all)
+			for _, k := range rep.Traces {
+				fmt.Fprintln(cmd.ErrOrStderr(), k)
+			}
 			for _, id := range rep.Labs {
 				fmt.Printf("removed lab %s\n", id)
 			}
@@ -163,7 +180,7 @@ func newExecCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return execIn(m.NetNS, args[2:], env, binds...)
+			return execWatched(r, m.NetNS, args[2:], env, binds...)
 		},
 	}
 }

@@ -6,9 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -39,8 +36,10 @@ dropped (the last rule seen).
 nf_tables rules are read from the kernel's trace events (nft monitor trace for nftables
 mode, xtables-monitor --trace for iptables-nft); iptables-legacy rules from per-rule
 counter deltas, which need an otherwise quiet lab. The trace's temporary table is removed
-afterwards. In IPVS mode a flow whose reply a node's older IPVS connection took (same
-client address and port, same real server) ends naming that connection.
+afterwards; what a killed trace left (its tables, any monitor still running) is removed by
+the next trace on the lab, svclab down and svclab clean, which say so. In IPVS mode a flow
+whose reply a node's older IPVS connection took (same client address and port, same real
+server) ends naming that connection.
 
 With three arguments it traces in the running lab LAB; with two it builds a throwaway lab
 from -f (default: the built-in web.yaml) with the lab flags, traces, and tears it down.`,
@@ -65,7 +64,9 @@ from -f (default: the built-in web.yaml) with the lab flags, traces, and tears i
 			if err := namespaces.CheckPrivileges(); err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			// A throwaway lab taken down under the trace (svclab down,
+			// clean --all) says so, as verify's does.
+			ctx, stop := ownerContext("trace", record.DefaultDir, cmd.ErrOrStderr())
 			defer stop()
 			var t *trace.Trace
 			if len(args) == 3 {
@@ -73,14 +74,28 @@ from -f (default: the built-in web.yaml) with the lab flags, traces, and tears i
 				if err != nil {
 					return usage(err)
 				}
-				if t, err = trace.Run(ctx, trace.FromRecord(*r), req); errors.Is(err, trace.ErrNoMember) {
+				// What an earlier trace on this lab left when it was killed
+				// (its tables would stay in every namespace).
+				k, err := record.RemoveKilledTraces(record.DefaultDir, r.ID)
+				if k.Removed() {
+					fmt.Fprintln(cmd.ErrOrStderr(), k)
+				}
+				if err != nil {
+					return err
+				}
+				// A lab taken down under the trace says so (and who took it).
+				err = againstLab(ctx, r, "trace", func(ctx context.Context) (err error) {
+					t, err = trace.Run(ctx, trace.FromRecord(*r), req)
+					return err
+				})
+				if errors.Is(err, trace.ErrNoMember) {
 					return usage(err)
 				} else if err != nil {
 					return err
 				}
 			} else {
 				if t, err = traceThrowaway(ctx, f, req); err != nil {
-					return err
+					return vanishedOr(ctx, err)
 				}
 			}
 			if asJSON {

@@ -21,8 +21,14 @@ import (
 	"github.com/svclab/svclab/lab/topology"
 )
 
-// readyLine starts what the process owning a lab sends its parent once the lab is up.
-const readyLine = "ready"
+// readyLine starts what the process owning a lab sends its parent once the lab
+// is up; failedLine, followed by the error, what it sends when the lab did not
+// come up. The pipe needs no disk: the owner's log, under /run/svclab, cannot
+// be written when that is full, which may be why the lab failed.
+const (
+	readyLine  = "ready"
+	failedLine = "failed"
+)
 
 func newUpCommand() *cobra.Command {
 	var (
@@ -73,14 +79,9 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 }
 
 // runLab builds the lab in this process and holds it until SIGINT or SIGTERM.
-func runLab(t *topology.Topology, f labFlags, runID string, readyFD int, timings bool) error {
+func runLab(t *topology.Topology, f labFlags, runID string, readyFD int, timings bool) (err error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	opts, err := f.options()
-	if err != nil {
-		return usage(err)
-	}
-	opts.RunID = runID
 	var ready io.WriteCloser = os.Stdout
 	if readyFD > 0 {
 		// Inherited without close-on-exec: the lab's component processes would
@@ -88,7 +89,22 @@ func runLab(t *topology.Topology, f labFlags, runID string, readyFD int, timings
 		// this one's word.
 		syscall.CloseOnExec(readyFD)
 		ready = os.NewFile(uintptr(readyFD), "ready")
+		sent := false
+		defer func() {
+			// `svclab up` prints why the lab did not come up from here,
+			// whether or not this process's log could be written.
+			if err != nil && !sent {
+				fmt.Fprintf(ready, "%s\n%v\n", failedLine, err)
+				ready.Close()
+			}
+		}()
+		ready = sentWriter{ready, &sent}
 	}
+	opts, err := f.options()
+	if err != nil {
+		return usage(err)
+	}
+	opts.RunID = runID
 	l, err := lab.Up(ctx, t, opts)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -163,18 +179,68 @@ func startLab(t *topology.Topology, f labFlags, timings bool) error {
 			fmt.Printf("Log: %s\n", logPath)
 			return child.Process.Release()
 		}
-		child.Wait()
+		waitErr := child.Wait()
 		// Read through the descriptor held open here: the owner's teardown
 		// removes the log's name with the lab. What is left of it goes too.
-		why := tail(logFile, 20)
+		log := tail(logFile, 20)
 		os.Remove(logPath)
-		return fmt.Errorf("the lab did not come up:\n%s", why)
+		return upFailure(out, waitErr, log)
 	case <-sigs:
 		child.Process.Signal(syscall.SIGTERM)
 		child.Wait()
 		os.Remove(logPath)
 		return errors.New("interrupted; the lab was torn down and nothing is left behind")
 	}
+}
+
+// sentWriter notes that the owner wrote to `svclab up` (the lab is up): a
+// failure after that is the owner's log's to tell.
+type sentWriter struct {
+	io.WriteCloser
+	sent *bool
+}
+
+func (w sentWriter) Write(b []byte) (int, error) {
+	*w.sent = true
+	return w.WriteCloser.Write(b)
+}
+
+// upFailure is why a lab did not come up: the error its owner sent over the
+// ready pipe (out) or, when it sent none (it crashed), how it ended; then its
+// log's last lines, what led there, when any could be written and read.
+func upFailure(out string, waitErr error, log string) error {
+	cause, said := strings.CutPrefix(out, failedLine+"\n")
+	cause = strings.TrimSpace(cause)
+	if !said {
+		cause = "its process ended without saying why"
+		if waitErr != nil {
+			cause = fmt.Sprintf("its process ended (%v) without saying why", waitErr)
+		}
+	}
+	// The log ends with the error the owner printed, said above already.
+	lines := strings.Split(strings.TrimRight(log, "\n"), "\n")
+	if said {
+		lines = trimSuffixLines(lines, strings.Split("svclab: "+cause, "\n"))
+	}
+	if log := strings.TrimSpace(strings.Join(lines, "\n")); log != "" {
+		return fmt.Errorf("the lab did not come up: %s\nits log:\n%s", cause, log)
+	}
+	return fmt.Errorf("the lab did not come up: %s", cause)
+}
+
+// trimSuffixLines is lines without suffix at its end, when it ends with it
+// (compared without the spaces around each line).
+func trimSuffixLines(lines, suffix []string) []string {
+	if len(suffix) > len(lines) {
+		return lines
+	}
+	tail := lines[len(lines)-len(suffix):]
+	for i := range suffix {
+		if strings.TrimSpace(tail[i]) != strings.TrimSpace(suffix[i]) {
+			return lines
+		}
+	}
+	return lines[:len(lines)-len(suffix)]
 }
 
 // tail is the last n lines of f, read from its start.

@@ -9,10 +9,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/verify"
 	"github.com/svclab/svclab/topologies"
@@ -54,6 +53,9 @@ func newVerifyCommand() *cobra.Command {
 		plan   bool
 		flows  string
 		traced bool
+		// checkTimeout and heartbeat: see verify.Bounds.
+		checkTimeout time.Duration
+		heartbeat    time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "verify [-f FILE] [--mode MODE|all] [--flows FLOWS] [--plan] [--json]",
@@ -67,7 +69,15 @@ hook and rule it went through, the conntrack entry and how it ended.
 
 --flows FILE checks the flows written in FILE instead (see README, "Flows files").
 --plan prints the checks a run would make and what each expects, without root and
-without building anything.`,
+without building anything.
+
+Every check runs under a bound (--check-timeout, or its own: the longest its
+attempts may take, plus room), past which it fails naming its flow, the member it
+runs from and what it waited for (connect, a reply, a DNS answer, ...). While
+checks run, a line every --heartbeat on stderr names those still running.
+
+A lab taken down under verify (svclab down, svclab clean --all, or its record or
+a namespace removed) ends the run with an error saying so, and who took it.`,
 		Example: `  sudo svclab verify                  # web.yaml in iptables-nft
   sudo svclab verify -f lb --mode all
   svclab verify --plan --json -f httpd`,
@@ -96,9 +106,11 @@ without building anything.`,
 			if err != nil {
 				return err
 			}
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
 			var log io.Writer = os.Stderr
+			dir := record.DefaultDir
+			ctx, stop := ownerContext("verify", dir, log)
+			defer stop()
+			bounds := verify.Bounds{Check: checkTimeout, Every: heartbeat, Log: log}
 			for _, r := range here {
 				start := time.Now()
 				// The lab's progress, and the death of any component it
@@ -106,7 +118,7 @@ without building anything.`,
 				r.opts.Log = log
 				l, err := lab.Up(ctx, t, r.opts)
 				if err != nil {
-					return fmt.Errorf("%s: %w", r.label, err)
+					return fmt.Errorf("%s: %w", r.label, vanishedOr(ctx, err))
 				}
 				p := r.plan
 				if flows == "" && l.Kubeconfig() != "" {
@@ -116,12 +128,26 @@ without building anything.`,
 						return errors.Join(err, l.Down())
 					}
 				}
+				// A lab whose record or namespaces go under the checks
+				// ends them, saying so: its flows fail for that, not for
+				// its rules.
+				runCtx, cancel := context.WithCancelCause(ctx)
+				unwatch := watchLab(runCtx, cancel, dir, l.Record(), "verify")
 				fmt.Fprintf(log, "%s: checking %d flows and %d lookups\n", r.label, len(p.Flows), len(p.Lookups))
-				checks, err := verify.Execute(ctx, l, p, r.label)
+				checks, err := verify.ExecuteBounded(runCtx, l, p, r.label, bounds)
 				if err == nil {
-					err = verify.Explain(ctx, l, p, checks, traced, log)
+					err = verify.Explain(runCtx, l, p, checks, traced, log)
 				}
+				unwatch()
 				checks = append(checks, verify.Deaths(l, r.label)...)
+				err = vanishedOr(runCtx, err)
+				// Gone between two looks of the watch: its checks and
+				// traces failed for that, not for the lab's rules.
+				rec := l.Record()
+				if v := record.Gone(dir, &rec, "verify"); v != nil && runCtx.Err() == nil {
+					err = v
+				}
+				cancel(nil)
 				err = errors.Join(err, l.Down())
 				if err != nil {
 					return fmt.Errorf("%s: %w", r.label, err)
@@ -142,6 +168,12 @@ without building anything.`,
 				}
 				if traced {
 					extra = append(extra, "--trace")
+				}
+				if checkTimeout > 0 {
+					extra = append(extra, "--check-timeout", checkTimeout.String())
+				}
+				if heartbeat > 0 {
+					extra = append(extra, "--heartbeat", heartbeat.String())
 				}
 				checks, err := verifyInVM(f, inVM, extra)
 				if err != nil {
@@ -168,8 +200,20 @@ without building anything.`,
 	cmd.Flags().BoolVar(&noVM, "no-vm", false, "never run in svclab's VM, even when this kernel lacks what a mode needs")
 	cmd.Flags().BoolVar(&plan, "plan", false, "print the checks a run would make and what each expects; builds nothing, needs no root")
 	cmd.Flags().BoolVar(&traced, "trace", false, "trace one attempt of every check, passing ones too (failed checks always carry one: see svclab trace)")
+	cmd.Flags().DurationVar(&checkTimeout, "check-timeout", 0, "fail a check still running after this long, naming what it waits for (default: each check's own bound, from its attempts)")
+	cmd.Flags().DurationVar(&heartbeat, "heartbeat", verify.DefaultHeartbeat, "while checks run, name those still running on stderr this often")
 	cmd.Flags().StringVar(&flows, "flows", "", "check the flows written in this file (or a shipped one by name: web) instead of every flow of the topology")
 	return cmd
+}
+
+// vanishedOr is err, or, when ctx ended first, why it did (its lab taken
+// down, an interrupt): the steps cut short saw only "context canceled" or a
+// killed iptables.
+func vanishedOr(ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return err
 }
 
 // printReport writes rep to w as a table, or as JSON.

@@ -228,6 +228,17 @@ func Exec(name string, argv, env []string, binds ...Bind) error {
 	if err != nil {
 		return err
 	}
+	runtime.LockOSThread()
+	if err := enterWith(name, binds); err != nil {
+		return err
+	}
+	return syscall.Exec(path, argv, env)
+}
+
+// enterWith moves the calling thread, locked, into the named namespace and,
+// with binds, into a private mount namespace with each bind in place: the
+// setting Exec and Start run a command in.
+func enterWith(name string, binds []Bind) error {
 	for _, b := range binds {
 		for _, f := range []string{b.Source, b.Target} {
 			if _, err := os.Stat(f); err != nil {
@@ -235,11 +246,11 @@ func Exec(name string, argv, env []string, binds ...Bind) error {
 			}
 		}
 	}
-	runtime.LockOSThread()
 	h, err := netns.GetFromPath(Path(name))
 	if err != nil {
 		return fmt.Errorf("netns %s: %w", name, err)
 	}
+	defer h.Close()
 	if err := netns.Set(h); err != nil {
 		return fmt.Errorf("netns %s: enter: %w", name, err)
 	}
@@ -259,5 +270,5 @@ func Exec(name string, argv, env []string, binds ...Bind) error {
 			}
 		}
 	}
-	return syscall.Exec(path, argv, env)
+	return nil
 }

@@ -23,6 +23,9 @@ type CleanReport struct {
 	Namespaces []string // namespaces removed, recorded or not
 	Running    []string // IDs of labs left alone because their owner still runs
 	Corrupt    []string // corrupt records removed
+	// Traces are what killed traces left in labs, running or not, and
+	// Clean removed (only those that left something).
+	Traces []KilledTraces
 }
 
 // Clean removes what killed labs left behind: the namespaces of every recorded lab
@@ -63,6 +66,14 @@ func Clean(dir string, all bool) (CleanReport, error) {
 		rep.Corrupt = append(rep.Corrupt, c.Path)
 	}
 	for _, r := range recs {
+		// A killed trace's monitors hold the lab's namespaces after they are
+		// deleted, and its record goes with the run directory: both go
+		// first, in running labs too.
+		k, err := RemoveKilledTraces(dir, r.ID)
+		errs = append(errs, err)
+		if k.Removed() {
+			rep.Traces = append(rep.Traces, k)
+		}
 		if r.Owner.Alive() {
 			if !all {
 				rep.Running = append(rep.Running, r.ID)
@@ -77,6 +88,18 @@ func Clean(dir string, all bool) (CleanReport, error) {
 		rep.Namespaces = append(rep.Namespaces, removed...)
 		errs = append(errs, err)
 		rep.Labs = append(rep.Labs, r.ID)
+	}
+	// The monitors of killed traces a stray run directory (one no record
+	// names any more) records are ended before it goes.
+	for _, e := range entries {
+		if !e.IsDir() || slices.Contains(rep.Running, e.Name()) || slices.Contains(rep.Labs, e.Name()) {
+			continue
+		}
+		k, err := RemoveKilledTraces(dir, e.Name())
+		errs = append(errs, err)
+		if k.Removed() {
+			rep.Traces = append(rep.Traces, k)
+		}
 	}
 	for _, name := range names {
 		if live[name] || slices.Contains(rep.Namespaces, name) || !namespaces.Exists(name) {

@@ -53,6 +53,9 @@ type Lab struct {
 	// Timings are the phases of the lab's start and how long each took
 	// (`svclab up --timings` prints them).
 	Timings []Phase `json:"timings,omitempty"`
+	// Stale is set, in what a running lab's owner answers (Live), when the
+	// record on disk is behind the lab; the file on disk never has it.
+	Stale *Stale `json:"recordStale,omitempty"`
 }
 
 // Phase is one phase of a lab's start: when it began, counted from the start

@@ -9,18 +9,23 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/vishvananda/netns"
+
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/record"
 )
 
 // tableName is the temporary table of a trace of source port port: one per
-// trace, so that two traces in one lab do not share it.
-func tableName(port int) string { return "svclab-trace-" + strconv.Itoa(port) }
+// trace, so that two traces in one lab do not share it. The record package
+// names it, as it removes the tables of killed traces.
+func tableName(port int) string { return record.TraceTable(port) }
 
 // traceTable sets nftrace on the flow's first packet (a TCP SYN, or a UDP
 // datagram from the client's port) and on the readiness probes (UDP to
@@ -97,18 +102,44 @@ func monitorCommand(method string) []string {
 }
 
 // startMonitor starts argv in the namespace ns and collects its lines.
+//
+// The monitor must die with the trace, however the trace ends: a SIGKILLed
+// trace runs no deferred stop, and a monitor left running holds its namespace
+// (after `svclab down` deleted it) and reads trace events forever. Pdeathsig
+// (SIGKILL) does that, but the kernel sends it when the *thread* that forked
+// the child exits, not the process. namespaces.Do (CNI's ns.Do) gives the
+// thread back to the runtime's pool after switching back, and any later
+// goroutine that locks a pooled thread and ends without unlocking it (Do
+// itself when a switch back fails, namespaces.Create, a library) makes the
+// runtime end that thread, and with it the monitor, in the middle of a trace.
+// So the monitor is started from a goroutine of its own, locked to its thread
+// for the monitor's whole life and never unlocked: it enters ns, starts the
+// monitor, reads its output and waits for it; when it returns, the monitor
+// has ended and the runtime throws the thread (still in ns) away. No other
+// goroutine ever runs on that thread, so it lives exactly as long as the
+// monitor needs it, and ends only with the process.
 func startMonitor(ns string, argv []string, port int) (*monitor, error) {
 	m := &monitor{ns: ns, done: make(chan struct{}), probes: map[int]bool{}}
 	m.cmd = exec.Command(argv[0], argv[1:]...)
 	m.cmd.Stderr = &m.stderr
+	m.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := m.cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
-	if err := namespaces.Do(ns, m.cmd.Start); err != nil {
-		return nil, fmt.Errorf("%s: %w", strings.Join(argv, " "), err)
-	}
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread()
+		// Never unlocked: see above.
+		if err := enter(ns); err != nil {
+			started <- err
+			return
+		}
+		if err := m.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		defer close(m.done)
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -123,7 +154,21 @@ func startMonitor(ns string, argv []string, port int) (*monitor, error) {
 		}
 		m.waitErr = m.cmd.Wait()
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("netns %s: %s: %w", ns, strings.Join(argv, " "), err)
+	}
 	return m, nil
+}
+
+// enter moves the calling thread, which its goroutine holds locked, into the
+// named namespace.
+func enter(ns string) error {
+	h, err := netns.GetFromPath(namespaces.Path(ns))
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	return netns.Set(h)
 }
 
 // probeSport tells whether line is the packet line of a readiness probe to

@@ -121,13 +121,33 @@ func runOnce(ctx context.Context, l Lab, req Request, from record.Member, protoc
 		}
 		nss[m.Name] = ns
 	}
+	// What the trace creates is recorded before it is created, so that a
+	// trace killed with SIGKILL, which runs none of the deferred removals
+	// below, leaves nothing `svclab down`, `svclab clean` and the next trace
+	// cannot find (record.RemoveKilledTraces). The record goes when all is
+	// removed.
+	rec := &record.Trace{Port: port, Table: tableName(port), Writer: record.Self()}
+	for _, m := range l.Members {
+		rec.Namespaces = append(rec.Namespaces, m.NetNS)
+	}
+	if err := record.WriteTrace(l.RecordDir, l.ID, rec); err != nil {
+		return nil, err
+	}
+	var left bool // a table could not be removed: the record stays for clean
+	defer func() {
+		if !left {
+			record.RemoveTrace(l.RecordDir, l.ID, rec)
+		}
+	}()
 	// The trace table in every namespace; each one added is removed again,
 	// whatever happens.
 	var mu sync.Mutex
 	var added []string
 	defer func() {
 		for _, ns := range added {
-			deleteTable(ns, port)
+			if err := deleteTable(ns, port); err != nil && namespaces.Exists(ns) {
+				left = true
+			}
 		}
 	}()
 	g, _ := errgroup.WithContext(ctx)
@@ -157,6 +177,14 @@ func runOnce(ctx context.Context, l Lab, req Request, from record.Member, protoc
 			return nil, fmt.Errorf("%s %s: %w", m.Kind, m.Name, err)
 		}
 		monitors[m.Name] = mon
+		// Pdeathsig ends it with this process; the record lets clean end
+		// one that outlived it all the same, by PID and start time.
+		if p := record.ProcessOf(mon.cmd.Process.Pid); p.Start != 0 {
+			rec.Monitors = append(rec.Monitors, p)
+			if err := record.WriteTrace(l.RecordDir, l.ID, rec); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := syncAll(monitors, port); err != nil {
 		return nil, err

@@ -30,6 +30,10 @@ type Lab struct {
 	// xtables backend of the modes that write iptables rules ("" is nft).
 	Mode, Backend string
 	Members       []record.Member
+	// RecordDir is where the lab is recorded (record.DefaultDir when
+	// empty): a trace records what it creates in the lab's run directory
+	// there, for record.RemoveKilledTraces.
+	RecordDir string
 }
 
 // FromRecord is the lab a record describes: a running lab's own

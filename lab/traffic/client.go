@@ -30,6 +30,16 @@ type Dial struct {
 	SrcPort int
 	// Timeout bounds connecting and each reply.
 	Timeout time.Duration
+	// Waiting, when set, is told what the client waits for next ("connect",
+	// "reply", "close": the server's FIN), so that a caller watching a slow
+	// exchange can say where it stands.
+	Waiting func(what string)
+}
+
+func (d Dial) waiting(what string) {
+	if d.Waiting != nil {
+		d.Waiting(what)
+	}
 }
 
 func (d Dial) timeout() time.Duration {
@@ -57,18 +67,32 @@ func (d Dial) String() string {
 // server closes first, so a fixed source port can be reused at once. Keep-alive is
 // never used: every Request is a new connection and a new conntrack entry.
 func Request(d Dial) (Reply, error) {
-	c, err := Open(d)
+	return RequestContext(context.Background(), d)
+}
+
+// RequestContext is Request, ended early when ctx ends: its connection is closed
+// at once, whatever it waits for (the error is then ctx's). Every wait of an
+// exchange is bounded by d's timeout already; ctx lets a caller that bounds a
+// whole check end the attempt under way with it.
+func RequestContext(ctx context.Context, d Dial) (Reply, error) {
+	c, err := OpenContext(ctx, d)
 	if err != nil {
 		return Reply{}, err
 	}
 	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.conn.Close() })
+	defer stop()
 	r, err := c.ask(onceLine)
 	if err != nil {
+		if ctx.Err() != nil {
+			return r, fmt.Errorf("%s: %w", d, ctx.Err())
+		}
 		return r, err
 	}
 	// Wait for the server's FIN before closing, so that the server, not this
 	// client, holds TIME_WAIT and the source port is free again at once.
 	if _, isTCP := c.conn.(*net.TCPConn); isTCP {
+		d.waiting("close")
 		io.Copy(io.Discard, c.rd)
 	}
 	return r, nil
@@ -84,7 +108,10 @@ type Conn struct {
 
 // Open connects. The socket is created inside d.From's namespace and then used from
 // the calling goroutine.
-func Open(d Dial) (*Conn, error) {
+func Open(d Dial) (*Conn, error) { return OpenContext(context.Background(), d) }
+
+// OpenContext is Open, given up when ctx ends.
+func OpenContext(ctx context.Context, d Dial) (*Conn, error) {
 	network, err := d.network()
 	if err != nil {
 		return nil, err
@@ -98,9 +125,10 @@ func Open(d Dial) (*Conn, error) {
 		}
 	}
 	var conn net.Conn
+	d.waiting("connect")
 	err = namespaces.Do(d.From, func() error {
 		var err error
-		conn, err = dialer.DialContext(context.Background(), network, d.To.String())
+		conn, err = dialer.DialContext(ctx, network, d.To.String())
 		return err
 	})
 	if err != nil {
@@ -137,6 +165,7 @@ func (c *Conn) ask(line string) (Reply, error) {
 		sendErr = " (the send failed: " + err.Error() + ")"
 	}
 	var resp []byte
+	c.d.waiting("reply")
 	if isUDP {
 		buf := make([]byte, 2048)
 		n, err := c.conn.Read(buf)

@@ -38,7 +38,7 @@ func (lk Lookup) planned(label string) Check {
 }
 
 // executeLookups makes the plan's DNS checks, a few at a time.
-func executeLookups(ctx context.Context, l Lab, lookups []Lookup, label string) ([]Check, error) {
+func executeLookups(ctx context.Context, l Lab, lookups []Lookup, label string, b Bounds, wt *watch) ([]Check, error) {
 	checks := make([]Check, len(lookups))
 	configs := map[string]*dns.ClientConfig{}
 	netns := make([]string, len(lookups))
@@ -74,7 +74,16 @@ func executeLookups(ctx context.Context, l Lab, lookups []Lookup, label string) 
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			checks[i] = runLookup(ctx, lookups[i], netns[i], configs[lookups[i].Source.Name], label, budget)
+			lk, conf := lookups[i], configs[lookups[i].Source.Name]
+			bound := b.Check
+			if bound <= 0 {
+				// Each name of the search path asked dnsAttempts times,
+				// then the connection that follows.
+				bound = boundOf(len(conf.NameList(lk.Query))*dnsAttempts+refuseAttempts, max(dnsTimeout, answerTimeout))
+			}
+			checks[i] = wt.bounded(ctx, bound, lk.planned(label), func(ctx context.Context, w *waiting) Check {
+				return runLookup(ctx, lk, netns[i], conf, label, budget, w)
+			})
 		}()
 	}
 	wg.Wait()
@@ -85,7 +94,7 @@ func executeLookups(ctx context.Context, l Lab, lookups []Lookup, label string) 
 // would: each name of the search path in turn until one exists, each asked up
 // to dnsAttempts times; then it compares the answer and makes the connection
 // that follows.
-func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientConfig, label string, budget *icmpBudget) Check {
+func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientConfig, label string, budget *icmpBudget, w *waiting) Check {
 	c := lk.planned(label)
 	names := conf.NameList(lk.Query)
 	var (
@@ -97,8 +106,10 @@ func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientCon
 	for _, name := range names {
 		asked = name
 		resp, err = nil, nil
-		for try := 0; try < dnsAttempts && ctx.Err() == nil; try++ {
+		for try := 0; try < dnsAttempts && !over(ctx); try++ {
 			c.Attempts++
+			w.setAttempt(c.Attempts, len(names)*dnsAttempts)
+			w.set(fmt.Sprintf("a DNS answer (%s %s, %s) from %s", lk.Type, name, lk.Protocol, lk.Server))
 			resp, err = traffic.Exchange(ctx, netns, lk.Protocol, lk.Server, name, dns.StringToType[lk.Type])
 			if traffic.Classify(err) != traffic.Timeout {
 				break
@@ -146,11 +157,11 @@ func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientCon
 		c.Observed += fmt.Sprintf(" [%d unanswered tries]", timeouts)
 	}
 	if c.Passed && lk.Connect != nil {
-		ok, seen := connectTo(ctx, *lk.Connect, netns, got, budget)
+		ok, seen := connectTo(ctx, *lk.Connect, netns, got, budget, w)
 		c.Observed += "; then " + seen
 		c.Passed = ok
 	}
-	c.Passed = c.Passed && ctx.Err() == nil
+	c.Passed = c.Passed && !over(ctx)
 	return c
 }
 
@@ -158,7 +169,7 @@ func runLookup(ctx context.Context, lk Lookup, netns string, conf *dns.ClientCon
 // answer gave (its A record) and the port of f, and judges it as f's expectation
 // does: an answer from one of the backends that may answer, seeing an allowed
 // source address.
-func connectTo(ctx context.Context, f Flow, netns string, records []string, budget *icmpBudget) (bool, string) {
+func connectTo(ctx context.Context, f Flow, netns string, records []string, budget *icmpBudget, w *waiting) (bool, string) {
 	var addr netip.Addr
 	for _, r := range records {
 		if a, ok := strings.CutPrefix(r, "A "); ok {
@@ -168,19 +179,21 @@ func connectTo(ctx context.Context, f Flow, netns string, records []string, budg
 	if !addr.IsValid() {
 		return false, "no address to connect to"
 	}
-	d := traffic.Dial{From: netns, Protocol: f.Protocol, To: netip.AddrPortFrom(addr, f.Target.Addr.Port()), Timeout: answerTimeout}
+	to := netip.AddrPortFrom(addr, f.Target.Addr.Port())
+	d := traffic.Dial{From: netns, Protocol: f.Protocol, To: to, Timeout: answerTimeout,
+		Waiting: waitsOf(w, f.Protocol+" "+to.String()+", the address the answer gave")}
 	refused := f.Expected.Outcome == traffic.Refused
 	if refused {
-		budget.spend(f.Source.IP)
+		budget.spend(ctx, f.Source.IP)
 	}
-	r, err := traffic.Request(d)
+	r, err := traffic.RequestContext(ctx, d)
 	out := traffic.Classify(err)
 	// A refusal that timed out is tried again an icmp_ratelimit interval
 	// later, as a refusal check is.
-	for i := 1; i < refuseAttempts && out == traffic.Timeout && refused && ctx.Err() == nil; i++ {
-		time.Sleep(icmpInterval)
-		budget.spend(f.Source.IP)
-		r, err = traffic.Request(d)
+	for i := 1; i < refuseAttempts && out == traffic.Timeout && refused && !over(ctx); i++ {
+		sleep(ctx, icmpInterval)
+		budget.spend(ctx, f.Source.IP)
+		r, err = traffic.RequestContext(ctx, d)
 		out = traffic.Classify(err)
 	}
 	if out != traffic.Answered {

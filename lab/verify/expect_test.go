@@ -1,6 +1,7 @@
 package verify
 
 import (
+	"context"
 	"math"
 	"net/netip"
 	"strings"
@@ -142,11 +143,11 @@ func TestICMPBudgetPaces(t *testing.T) {
 	b := newICMPBudget()
 	client := netip.MustParseAddr("10.244.1.5")
 	for i := 0; i < icmpBurst; i++ {
-		b.spend(client)
+		b.spend(context.Background(), client)
 	}
 	// The burst is spent: the next error must wait for the budget to refill.
 	start := time.Now()
-	b.spend(client)
+	b.spend(context.Background(), client)
 	if waited, least := time.Since(start), time.Duration(0.9/icmpRate*float64(time.Second)); waited < least {
 		t.Errorf("after a burst of %d the next refusal went after %v, want at least %v", icmpBurst, waited, least)
 	}

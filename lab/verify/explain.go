@@ -2,10 +2,12 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"time"
 
+	"github.com/svclab/svclab/lab/internal/progress"
 	"github.com/svclab/svclab/lab/trace"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -39,7 +41,7 @@ func Explain(ctx context.Context, l Lab, p Plan, checks []Check, all bool, log i
 			tries = explainAttempts
 		}
 		for n := 0; n < tries; n++ {
-			t, err := trace.Run(ctx, tl, req)
+			t, err := boundedTrace(ctx, tl, req, c.Name, log)
 			if err != nil {
 				return fmt.Errorf("verify: tracing %s: %w", c.Name, err)
 			}
@@ -52,6 +54,49 @@ func Explain(ctx context.Context, l Lab, p Plan, checks []Check, all bool, log i
 		}
 	}
 	return ctx.Err()
+}
+
+// traceBound bounds one traced attempt: a trace sets up its rules and monitor
+// in every namespace the packet crosses, waits for the attempt and reads them
+// back, retrying a few times when a proxy rewrote a rule under it, each step
+// within seconds; on a loaded machine, whose xtables lock other labs hold, a
+// step may wait its turn. A guard against a trace that never ends, no claim
+// about how fast one is.
+const traceBound = 3 * time.Minute
+
+// boundedTrace is trace.Run within traceBound, with a heartbeat on log while it
+// runs: a trace stuck where its context does not reach fails the run naming the
+// check it traced instead of holding it.
+func boundedTrace(ctx context.Context, tl trace.Lab, req trace.Request, name string, log io.Writer) (*trace.Trace, error) {
+	ctx, cancel := context.WithTimeout(ctx, traceBound)
+	defer cancel()
+	type result struct {
+		t   *trace.Trace
+		err error
+	}
+	done := make(chan result, 1)
+	var r result
+	progress.While(DefaultHeartbeat, func(elapsed time.Duration) {
+		fmt.Fprintf(log, "svclab: still tracing %s (from %s to %s %s) after %s\n", name, req.From, req.Protocol, req.To, elapsed.Round(time.Second))
+	}, func() {
+		go func() {
+			t, err := trace.Run(ctx, tl, req)
+			done <- result{t, err}
+		}()
+		select {
+		case r = <-done:
+		case <-ctx.Done():
+			select {
+			case r = <-done:
+			case <-time.After(stuckGrace):
+				r.err = ctx.Err()
+			}
+		}
+	})
+	if r.err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return nil, fmt.Errorf("no trace within %s of one attempt from %s to %s %s: %w", traceBound, req.From, req.Protocol, req.To, r.err)
+	}
+	return r.t, r.err
 }
 
 // timeoutOf bounds a traced attempt: the check has made its attempts with

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/svclab/svclab/lab/internal/progress"
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
@@ -104,8 +105,32 @@ func Run(ctx context.Context, l Lab, label string) ([]Check, error) {
 }
 
 // Execute checks every flow of plan p with real connections in the running lab l,
-// a few flows at a time; label names the run in each check.
+// a few flows at a time; label names the run in each check. Each check is
+// bounded by its own attempts (see Bounds); ExecuteBounded sets the bounds and
+// a heartbeat.
 func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) {
+	return ExecuteBounded(ctx, l, p, label, Bounds{})
+}
+
+// ExecuteBounded is Execute under the bounds b: a check that exceeds its bound
+// fails naming its flow, its member and what it waited for, and while checks
+// run b.Log gets a heartbeat naming those still running.
+func ExecuteBounded(ctx context.Context, l Lab, p Plan, label string, b Bounds) (checks []Check, err error) {
+	wt := newWatch(len(p.Flows) + len(p.Lookups))
+	if b.Log == nil {
+		return execute(ctx, l, p, label, b, wt)
+	}
+	every := b.Every
+	if every <= 0 {
+		every = DefaultHeartbeat
+	}
+	progress.While(every, func(elapsed time.Duration) {
+		fmt.Fprintln(b.Log, wt.status(label, elapsed))
+	}, func() { checks, err = execute(ctx, l, p, label, b, wt) })
+	return checks, err
+}
+
+func execute(ctx context.Context, l Lab, p Plan, label string, b Bounds, wt *watch) ([]Check, error) {
 	m, err := ModelOf(l.Mode())
 	if err != nil {
 		return nil, err
@@ -176,7 +201,7 @@ func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) 
 			defer wg.Done()
 			budget := newICMPBudget()
 			for _, i := range list {
-				checks[i] = check(ctx, flows[i], netns[i], label, budget, hijacks)
+				checks[i] = boundedCheck(ctx, wt, b, flows[i], netns[i], label, budget, hijacks)
 			}
 		}()
 	}
@@ -188,13 +213,13 @@ func Execute(ctx context.Context, l Lab, p Plan, label string) ([]Check, error) 
 			defer wg.Done()
 			defer func() { <-sem }()
 			for _, i := range group {
-				checks[i] = check(ctx, flows[i], netns[i], label, nil, hijacks)
+				checks[i] = boundedCheck(ctx, wt, b, flows[i], netns[i], label, nil, hijacks)
 			}
 		}()
 	}
 	wg.Wait()
 	if len(p.Lookups) > 0 && ctx.Err() == nil {
-		lookups, err := executeLookups(ctx, l, p.Lookups, label)
+		lookups, err := executeLookups(ctx, l, p.Lookups, label, b, wt)
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +267,7 @@ func newICMPBudget() *icmpBudget {
 // spend waits until client may be sent one more error, and takes it. Callers
 // may share a budget: each reserves its token under the lock and waits for it
 // outside.
-func (b *icmpBudget) spend(client netip.Addr) {
+func (b *icmpBudget) spend(ctx context.Context, client netip.Addr) {
 	b.mu.Lock()
 	now := time.Now()
 	tokens, seen := b.tokens[client], !b.last[client].IsZero()
@@ -258,7 +283,17 @@ func (b *icmpBudget) spend(client netip.Addr) {
 	}
 	b.tokens[client], b.last[client] = tokens-1, now.Add(wait)
 	b.mu.Unlock()
-	time.Sleep(wait)
+	sleep(ctx, wait)
+}
+
+// sleep waits for d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
 }
 
 // attemptsFor is how many new connections make sure, but for missRate, that each of
@@ -280,23 +315,32 @@ func attemptsForShare(k int, p float64) int {
 	return int(math.Ceil(math.Log(missRate/float64(k)) / math.Log(1-p)))
 }
 
-// check makes one flow's attempts from the namespace netns. In IPVS mode an
-// answered flow's attempt that times out is made again when hijacks finds its
-// replies were taken by an older IPVS connection (see hijack.go).
-func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget, hijacks *hijackFinder) Check {
-	c := f.planned(label)
-	dial := traffic.Dial{From: netns, Protocol: f.Protocol, To: f.Target.Addr, Timeout: answerTimeout}
+// boundedCheck is check under its bound (b.Check, or its attempts'), watched by wt.
+func boundedCheck(ctx context.Context, wt *watch, b Bounds, f Flow, netns, label string, budget *icmpBudget, hijacks *hijackFinder) Check {
+	bound := b.Check
+	if bound <= 0 {
+		attempts, timeout := f.attempts()
+		bound = boundOf(attempts, timeout)
+	}
+	return wt.bounded(ctx, bound, f.planned(label), func(ctx context.Context, w *waiting) Check {
+		return check(ctx, f, netns, label, budget, hijacks, w)
+	})
+}
+
+// attempts is how many attempts a check of f makes at most (but for those made
+// again, see maxHijacked), and each one's timeout.
+func (f Flow) attempts() (int, time.Duration) {
 	exp := f.Expected
-	attempts := 1
+	attempts, timeout := 1, answerTimeout
 	switch {
 	case exp.Outcome == traffic.Answered && exp.Sticky:
 		attempts = stickyAttempts
 		if exp.MayTimeout {
-			dial.Timeout = bypassTimeout
+			timeout = bypassTimeout
 		}
 	case exp.Outcome == traffic.Answered:
 		if exp.MayTimeout {
-			dial.Timeout = bypassTimeout
+			timeout = bypassTimeout
 		}
 		attempts = attemptsFor(len(exp.Backends), max(f.Candidates, len(exp.Backends)))
 		if exp.MinShare > 0 {
@@ -305,8 +349,37 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget,
 	case exp.Outcome == traffic.Refused:
 		attempts = refuseAttempts
 	case exp.Outcome == traffic.Timeout:
-		attempts, dial.Timeout = dropAttempts, dropTimeout
+		attempts, timeout = dropAttempts, dropTimeout
 	}
+	return attempts, timeout
+}
+
+// waitsOf tells w what an attempt to target waits for at each step.
+func waitsOf(w *waiting, target string) func(string) {
+	return func(step string) {
+		switch step {
+		case "connect":
+			w.set("connect to " + target)
+		case "reply":
+			w.set("a reply from " + target)
+		case "close":
+			w.set("the close of the connection to " + target)
+		default:
+			w.set(step + " (" + target + ")")
+		}
+	}
+}
+
+// check makes one flow's attempts from the namespace netns, telling w where it
+// stands, until ctx ends. In IPVS mode an answered flow's attempt that times
+// out is made again when hijacks finds its replies were taken by an older IPVS
+// connection (see hijack.go).
+func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget, hijacks *hijackFinder, w *waiting) Check {
+	c := f.planned(label)
+	attempts, timeout := f.attempts()
+	dial := traffic.Dial{From: netns, Protocol: f.Protocol, To: f.Target.Addr, Timeout: timeout,
+		Waiting: waitsOf(w, f.Protocol+" "+f.Target.Addr.String())}
+	exp := f.Expected
 	// Seeing every expected backend settles a flow when the expectation accounts
 	// for every endpoint the rules may pick (those it leaves out are known to go
 	// unanswered, with MayTimeout). Otherwise, as for a flows file's flow that
@@ -320,17 +393,26 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget,
 	// evidence: the check fails as it would have, and says so.
 	var unread error
 	ok := true
-	for i := 0; i < attempts && ctx.Err() == nil; i++ {
+	for i := 0; i < attempts && !over(ctx); i++ {
 		c.Attempts++
+		w.setAttempt(c.Attempts, attempts+len(taken))
 		if i > 0 && exp.Outcome == traffic.Refused {
-			time.Sleep(icmpInterval)
+			w.set("an ICMP rate-limit interval before the next refusal")
+			sleep(ctx, icmpInterval)
 		}
 		if budget != nil {
-			budget.spend(f.Source.IP)
+			w.set("the ICMP budget of " + f.Source.IP.String())
+			budget.spend(ctx, f.Source.IP)
 		}
-		r, err := traffic.Request(dial)
+		r, err := traffic.RequestContext(ctx, dial)
+		if over(ctx) {
+			// Ended by the check's bound or the run's end, not by the
+			// lab's answer: not an observation.
+			break
+		}
 		out := traffic.Classify(err)
 		if out == traffic.Timeout && exp.Outcome == traffic.Answered && !exp.MayTimeout && hijacks != nil && len(taken) < maxHijacked {
+			w.set("the nodes' conntrack and IPVS connection tables (looking for an older IPVS connection taking the replies)")
 			why, err := hijacks.find(f)
 			if why != "" {
 				taken = append(taken, why)
@@ -371,7 +453,7 @@ func check(ctx context.Context, f Flow, netns, label string, budget *icmpBudget,
 	default:
 		ok = ok && obs.covers(exp.Backends)
 	}
-	c.Passed = ok && ctx.Err() == nil
+	c.Passed = ok && !over(ctx)
 	return c
 }
 
