@@ -267,9 +267,9 @@ func (b *builder) keptServices(d *Dump) ([]Object[corev1.Service], map[string][]
 		slices.SortFunc(slicesOf[id], func(x, y Object[discoveryv1.EndpointSlice]) int { return cmp.Compare(x.Obj.Name, y.Obj.Name) })
 	}
 	for _, s := range kept {
-		// The two Services the lab makes itself need no endpoints here, nor
-		// a manifest's, whose selectors the lab keeps.
-		if b.manifest || s.Obj.Namespace == metav1.NamespaceDefault && s.Obj.Name == "kubernetes" || topology.IsDNSService(s.Obj.Namespace, s.Obj.Name) {
+		// A manifest's Services keep their selectors: the lab derives
+		// their endpoints.
+		if b.manifest {
 			continue
 		}
 		if id := s.Obj.Namespace + "/" + s.Obj.Name; len(slicesOf[id]) == 0 {
@@ -326,20 +326,24 @@ func (b *builder) cutNodes(services []Object[corev1.Service], slicesOf map[strin
 func (b *builder) service(in Object[corev1.Service]) (corev1.Service, bool) {
 	s := in.Obj
 	id := s.Namespace + "/" + s.Name
-	if s.Namespace == metav1.NamespaceDefault && s.Name == "kubernetes" {
+	// The cluster's own Services are kept as the cluster has them (a real
+	// node holds their rules), marked so that a lab making its own leaves
+	// these out.
+	clusterOwn := false
+	if topology.IsKubernetesService(s.Namespace, s.Name) {
 		if a, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil && a.Is4() {
 			b.kubernetesIP = a
 		}
-		b.notef("Service default/kubernetes: left out: the API server makes its own (a lab with controlPlane: true has it, at its control plane's address)")
-		return s, false
+		clusterOwn = true
+		b.notef("Service default/kubernetes: kept as the cluster has it, its endpoints the API servers' (those on no node of the lab are left out); a lab with a control plane (--control-plane) makes its own instead, at its control plane's address")
 	}
 	if topology.IsDNSService(s.Namespace, s.Name) {
 		if a, err := netip.ParseAddr(s.Spec.ClusterIP); err == nil && a.Is4() {
 			b.res.File.ClusterDNS = a.String()
 		}
-		b.notef("Service %s: left out: the cluster DNS's Service is the lab's own, made at clusterDNS %s (with its CoreDNS pods, the dump's kube-system pods labelled %s=%s) in a lab with a control plane (--control-plane)",
+		clusterOwn = true
+		b.notef("Service %s: kept as the cluster has it; a lab with a control plane (--control-plane) makes its own instead, at clusterDNS %s, with its CoreDNS pods (the dump's kube-system pods labelled %s=%s)",
 			id, b.res.File.ClusterDNS, topology.DNSAppLabel, topology.DNSServiceName)
-		return s, false
 	}
 	for _, l := range []string{"service.kubernetes.io/service-proxy-name", corev1.IsHeadlessService} {
 		if v, ok := s.Labels[l]; ok {
@@ -351,6 +355,9 @@ func (b *builder) service(in Object[corev1.Service]) (corev1.Service, bool) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
 		ObjectMeta: metav1.ObjectMeta{Name: s.Name, Namespace: s.Namespace},
 		Spec:       *s.Spec.DeepCopy(),
+	}
+	if clusterOwn {
+		out.Annotations = map[string]string{topology.ClusterOwnAnnotation: "true"}
 	}
 	spec := &out.Spec
 	if !b.manifest {

@@ -77,7 +77,10 @@ func (b *builder) cidrs() {
 	}
 	var ips []netip.Addr
 	for _, s := range f.Services {
-		if s.Spec.Type == corev1.ServiceTypeExternalName || s.Spec.ClusterIP == corev1.ClusterIPNone || s.Spec.ClusterIP == "" {
+		// default/kubernetes's address is the range's first host, which
+		// kubernetesIP places below.
+		if s.Spec.Type == corev1.ServiceTypeExternalName || s.Spec.ClusterIP == corev1.ClusterIPNone || s.Spec.ClusterIP == "" ||
+			topology.IsKubernetesService(s.Namespace, s.Name) {
 			continue
 		}
 		ips = append(ips, netip.MustParseAddr(s.Spec.ClusterIP))

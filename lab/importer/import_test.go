@@ -15,7 +15,7 @@ import (
 // TestImportSeed002: the seed's cluster (kubectl of a 1.18 cluster, v1beta1
 // slices) becomes a lab svclab's own validation takes, with the seed's
 // Service, its three endpoints on their nodes, kube-proxy's version and
-// cluster CIDR, and the kubernetes Service listed as left out.
+// cluster CIDR, and the kubernetes Service kept as the cluster has it.
 func TestImportSeed002(t *testing.T) {
 	data, res, err := Import([]string{"testdata/seed002/cluster.yaml", "testdata/seed002/kube-proxy.yaml"}, Options{Name: "seed002"})
 	if err != nil {
@@ -38,14 +38,20 @@ func TestImportSeed002(t *testing.T) {
 			eps = append(eps, e.Addresses[0]+"@"+*e.NodeName)
 		}
 	}
-	if got := strings.Join(eps, " "); got != "10.244.1.27@node1 10.244.1.28@node1 10.244.2.21@node2" {
+	// The API server's endpoint, on master (host network), then the seed's three.
+	if got := strings.Join(eps, " "); got != "172.16.213.221@master 10.244.1.27@node1 10.244.1.28@node1 10.244.2.21@node2" {
 		t.Errorf("endpoints %s", got)
 	}
 	if len(topo.Clients) != 1 {
 		t.Errorf("clients %v", topo.Clients)
 	}
-	if !strings.Contains(strings.Join(res.Notes, "\n"), "Service default/kubernetes: left out") || !strings.Contains(string(data), "#   - Service default/kubernetes: left out") {
-		t.Errorf("the kubernetes Service is not listed as left out:\n%s", data)
+	if !strings.Contains(strings.Join(res.Notes, "\n"), "Service default/kubernetes: kept as the cluster has it") || !strings.Contains(string(data), "#   - Service default/kubernetes: kept") {
+		t.Errorf("the kubernetes Service is not noted as kept:\n%s", data)
+	}
+	// Kept, at the range's first host, with its API server on master.
+	k, ok := topo.Service("default", "kubernetes")
+	if !ok || k.Spec.ClusterIP != "10.96.0.1" || k.Annotations[topology.ClusterOwnAnnotation] != "true" {
+		t.Errorf("default/kubernetes: %+v", k)
 	}
 }
 

@@ -60,7 +60,10 @@ func (b *builder) podsOf(pods []Object[corev1.Pod]) {
 		}
 		spec.Labels = p.Labels
 		if spec.Namespace == topology.DNSNamespace && spec.Labels[topology.DNSAppLabel] == topology.DNSServiceName {
-			// A CoreDNS replica: the lab gives it kubeadm's container ports.
+			// A CoreDNS replica has kubeadm's container ports: a lab with a
+			// cluster DNS runs CoreDNS in it, one without serves them as
+			// any pod's (the kept kube-dns Service's endpoints).
+			spec.Ports = topology.CoreDNSPorts()
 			continue
 		}
 		for _, c := range p.Spec.Containers {

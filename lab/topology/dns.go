@@ -71,8 +71,8 @@ func isCoreDNSPod(namespace string, labels map[string]string) bool {
 	return namespace == DNSNamespace && labels[DNSAppLabel] == DNSServiceName
 }
 
-// coreDNSPorts are the CoreDNS container's ports in kubeadm's Deployment.
-func coreDNSPorts() []corev1.ContainerPort {
+// CoreDNSPorts are the CoreDNS container's ports in kubeadm's Deployment.
+func CoreDNSPorts() []corev1.ContainerPort {
 	return []corev1.ContainerPort{
 		{Name: "dns", ContainerPort: 53, Protocol: corev1.ProtocolUDP},
 		{Name: "dns-tcp", ContainerPort: 53, Protocol: corev1.ProtocolTCP},
@@ -162,7 +162,7 @@ func (r *resolver) dnsService(in []corev1.Service) {
 		if ns == "" {
 			ns = defaultNamespace
 		}
-		if IsDNSService(ns, in[i].Name) {
+		if IsDNSService(ns, in[i].Name) && !r.replaced(&in[i]) {
 			r.errorf(child(index("services", i), "metadata.name"),
 				"%s/%s is the cluster DNS's Service, which the lab makes itself (clusterDNS sets its address; dns: false leaves the name to you)", ns, in[i].Name)
 		}
@@ -188,10 +188,10 @@ func (r *resolver) coreDNS() {
 		p.Component = ComponentCoreDNS
 		switch {
 		case len(p.Ports) == 0:
-			p.Ports = coreDNSPorts()
-		case !slices.Equal(p.Ports, coreDNSPorts()):
+			p.Ports = CoreDNSPorts()
+		case !slices.Equal(p.Ports, CoreDNSPorts()):
 			r.errorf(child(index("pods", i), "ports"), "a CoreDNS pod (namespace %s, label %s: %s) has the ports of kubeadm's CoreDNS container (%s): leave ports out",
-				DNSNamespace, DNSAppLabel, DNSServiceName, describePorts(coreDNSPorts()))
+				DNSNamespace, DNSAppLabel, DNSServiceName, describePorts(CoreDNSPorts()))
 		}
 	}
 	if !declared {
@@ -228,7 +228,7 @@ func (r *resolver) addCoreDNSPods() {
 		p := Pod{
 			Name: name, Namespace: DNSNamespace, Node: n.Name,
 			Labels: map[string]string{DNSAppLabel: DNSServiceName},
-			Ready:  true, Ports: coreDNSPorts(), Component: ComponentCoreDNS,
+			Ready:  true, Ports: CoreDNSPorts(), Component: ComponentCoreDNS,
 		}
 		ip, ok := r.nextFree(n.PodCIDR, n.Gateway().Next())
 		if !ok {

@@ -84,14 +84,16 @@ func resolve(source string, f *File, pos Positions) (*Topology, ErrorList) {
 	r.dnsSettings(f)
 	r.podSpecs(f.Pods)
 	for i := range f.Services {
-		r.t.DeclaredServices = append(r.t.DeclaredServices, *f.Services[i].DeepCopy())
+		if !r.replaced(&f.Services[i]) {
+			r.t.DeclaredServices = append(r.t.DeclaredServices, *f.Services[i].DeepCopy())
+		}
 	}
 	r.dnsService(f.Services)
 	r.services(f.Services)
 	r.ingress()
 	r.externalIPRoutes(f.ExternalIPRoutes)
 	r.coreDNS()
-	r.endpointSlices(f.EndpointSlices)
+	r.endpointSlices(f.EndpointSlices, f.Services)
 	r.namedTargetPorts()
 	if len(r.errs) > 0 {
 		return nil, r.errs.sorted()

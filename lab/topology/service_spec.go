@@ -161,7 +161,7 @@ func (r *resolver) clusterIPs(sp string, svc *corev1.Service) {
 	switch {
 	case !r.t.ServiceCIDR.Contains(ip):
 		r.errorf(path, "%s is outside serviceCIDR %s", ip, r.t.ServiceCIDR)
-	case ip == r.t.ServiceCIDR.Addr().Next():
+	case ip == r.t.ServiceCIDR.Addr().Next() && !IsKubernetesService(svc.Namespace, svc.Name):
 		r.errorf(path, "%s is the kubernetes Service's address (the first host of serviceCIDR %s)", ip, r.t.ServiceCIDR)
 	case reservedIn(ip, r.t.ServiceCIDR) != "":
 		r.errorf(path, "%s is %s of serviceCIDR %s", ip, reservedIn(ip, r.t.ServiceCIDR), r.t.ServiceCIDR)

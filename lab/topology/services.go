@@ -50,6 +50,9 @@ func (r *resolver) services(in []corev1.Service) {
 		nodePorts[np] = use
 	}
 	for i := range in {
+		if r.replaced(&in[i]) {
+			continue
+		}
 		svc := in[i].DeepCopy()
 		path := index("services", i)
 		r.service(path, svc)

@@ -16,7 +16,7 @@ import (
 const controllerName = "endpointslice-controller.k8s.io"
 
 // endpointSlices checks the slices the user wrote for selectorless Services.
-func (r *resolver) endpointSlices(in []discoveryv1.EndpointSlice) {
+func (r *resolver) endpointSlices(in []discoveryv1.EndpointSlice, declared []corev1.Service) {
 	services := map[string]*corev1.Service{}
 	for i := range r.t.Services {
 		svc := &r.t.Services[i]
@@ -24,6 +24,9 @@ func (r *resolver) endpointSlices(in []discoveryv1.EndpointSlice) {
 	}
 	seen := map[string]string{}
 	for i := range in {
+		if r.replacedSlice(&in[i], declared) {
+			continue
+		}
 		s := in[i].DeepCopy()
 		path := index("endpointSlices", i)
 		if s.APIVersion == "" {
