@@ -261,6 +261,9 @@ func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error
 		if err := l.pods.serve(ctx, l.topo.Pods); err != nil {
 			return l, err
 		}
+		if err := l.pods.serveNodes(ctx, l.topo.Nodes, l.topo.EndpointSlices()); err != nil {
+			return l, err
+		}
 		l.timings.add(phaseServers, began)
 	}
 	if err := l.kubelet.writePodFiles(l.topo.Pods); err != nil {

@@ -3,7 +3,13 @@ package lab
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"syscall"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/svclab/svclab/lab/internal/fanout"
 	"github.com/svclab/svclab/lab/member"
@@ -55,6 +61,59 @@ func (s *sandboxes) serve(ctx context.Context, pods []topology.Pod) error {
 		s.mu.Unlock()
 		return nil
 	})
+}
+
+// serveNodes serves, in each node, the ports of the endpoints at the node's
+// own address: a host-network endpoint (an API server on a control-plane
+// node, a node agent) that an imported cluster's Service has. A port
+// something in the node listens on already (a component's) is left to it.
+func (s *sandboxes) serveNodes(ctx context.Context, nodes []topology.Node, slices []discoveryv1.EndpointSlice) error {
+	return fanout.Each(ctx, s.parallel, nodes, func(_ context.Context, n topology.Node) error {
+		seen := map[corev1.ContainerPort]bool{}
+		for _, sl := range slices {
+			for _, e := range sl.Endpoints {
+				if len(e.Addresses) == 0 || e.Addresses[0] != n.IP.String() {
+					continue
+				}
+				for _, p := range sl.Ports {
+					if p.Port == nil {
+						continue
+					}
+					cp := corev1.ContainerPort{ContainerPort: *p.Port, Protocol: ptr.Deref(p.Protocol, corev1.ProtocolTCP)}
+					if seen[cp] {
+						continue
+					}
+					seen[cp] = true
+					if err := s.serveNodePort(n, cp); err != nil {
+						return err
+					}
+				}
+			}
+		}
+		return nil
+	})
+}
+
+// serveNodePort serves port cp in node n.
+func (s *sandboxes) serveNodePort(n topology.Node, cp corev1.ContainerPort) error {
+	m, err := s.members.Member(n.Name)
+	if err != nil {
+		return err
+	}
+	srv, err := traffic.Serve(m.NetNS, traffic.Identity{Node: n.Name, IP: n.IP}, []corev1.ContainerPort{cp})
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("node %s: its host-network endpoint's port %d/%s: %w", n.Name, cp.ContainerPort, cp.Protocol, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.servers == nil {
+		s.servers = map[string]*traffic.Server{}
+	}
+	s.servers[fmt.Sprintf("%s %d/%s", n.Name, cp.ContainerPort, cp.Protocol)] = srv
+	return nil
 }
 
 // remove tears a pod's sandbox down: its servers, its link and its namespace,

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -150,3 +151,37 @@ func summaries(checks []verify.Check) []string {
 	slices.Sort(out)
 	return out
 }
+
+// Seed 002's cluster as its kubectl printed it, imported: its kubernetes
+// Service is kept, its endpoint the API server on master's own address (host
+// network), which master's namespace serves; every check passes, those from
+// master to its own endpoint with master's address as the source (a locally
+// delivered packet is not masqueraded). Without the node's server the
+// kubernetes checks are refused; with the old expectation (the bridge's
+// address) master's fails.
+var _ = Describe("svclab import: seed 002's cluster, its API server on a node", Label("import"), func() {
+	i := slices.IndexFunc(ownModes(), func(m modeCase) bool { return m.model() == proxy.ModelIPTables })
+	if i < 0 {
+		return
+	}
+	m := ownModes()[i]
+	It("passes every check, the kubernetes Service's to master's own address included, "+m.label, Label(m.label), func() {
+		data, _, err := importer.Import([]string{"../lab/importer/testdata/seed002/cluster.yaml", "../lab/importer/testdata/seed002/kube-proxy.yaml"}, importer.Options{Name: "seed002"})
+		Expect(err).NotTo(HaveOccurred())
+		t, err := topology.Parse("seed002 imported", data)
+		Expect(err).NotTo(HaveOccurred())
+		_, ok := t.Service("default", "kubernetes")
+		Expect(ok).To(BeTrue(), "the kubernetes Service is kept")
+		l := upLab(t, m.options())
+		checks, err := verify.Run(context.Background(), l, m.label)
+		Expect(err).NotTo(HaveOccurred())
+		kubernetes := 0
+		for _, c := range checks {
+			Expect(c.Passed).To(BeTrue(), "%s: expected %s, observed %s", c.Name, c.Expected, c.Observed)
+			if strings.Contains(c.Name, "default/kubernetes") {
+				kubernetes++
+			}
+		}
+		Expect(kubernetes).To(BeNumerically(">", 0), "checks of the kubernetes Service")
+	})
+})

@@ -284,6 +284,14 @@ func (m *model) expectAt(s semantics, src Source, port proxy.ServicePort, tgt Ta
 	exp := Expectation{Outcome: traffic.Answered, Backends: map[string][]netip.Addr{}, Why: ch.why, Sticky: sp.AffinitySeconds > 0}
 	seen, localOnly := s.replyAddr(src, tgt)
 	for _, e := range ch.eps {
+		if e.IP == m.nodes[d].IP {
+			// A host-network endpoint of the translating node (an API
+			// server on its control-plane node): the packet is delivered
+			// locally, and POSTROUTING, where MASQUERADE would rewrite its
+			// source, is not on its path.
+			exp.Backends[e.String()] = []netip.Addr{seen}
+			continue
+		}
 		self := e.IP == src.IP
 		if ch.masq || self && s.hairpinMasqueraded(m.nodeOf(e) == d) {
 			exp.Backends[e.String()] = []netip.Addr{m.masqAddr(d, e)}
