@@ -174,8 +174,19 @@ func execute(ctx context.Context, l Lab, p Plan, label string, b Bounds, wt *wat
 			continue
 		}
 		key := strconv.Itoa(i)
-		if shared {
+		switch {
+		case shared:
 			key = flows[i].scheduler()
+		case flows[i].Expected.Sticky:
+			// ClientIP affinity is kept per source address in the
+			// translating node's rules, for every address of the Service
+			// alike (iptables' recent lists, nftables' affinity sets): two
+			// flows of one source to one Service side by side can make
+			// their first picks before either pick is recorded, and one
+			// of them then sees two backends (CI saw node-1's NodePort
+			// flow of policies-local's sticky get 20 and 1). They run
+			// one after another.
+			key = "affinity " + flows[i].Source.Name + " " + flows[i].Service
 		}
 		g, ok := group[key]
 		if !ok {
