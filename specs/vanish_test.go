@@ -1,6 +1,7 @@
 package specs
 
 import (
+	"os"
 	"os/exec"
 	"regexp"
 	"strconv"
@@ -61,12 +62,11 @@ var _ = Describe("A lab taken down under a command", Label("records"), func() {
 	It("says `svclab exec`'s lab was taken down by `svclab down`, and ends the command, "+m.label, Label(m.label), func() {
 		id := upWeb(m)
 		session := startSvclab("exec", id, "node-1", "--", "sleep", "600")
-		// The command runs: its namespace holds a sleep.
-		Eventually(func() string {
-			out, _ := exec.Command("pgrep", "-P", strconv.Itoa(session.Command.Process.Pid), "sleep").Output()
-			return string(out)
-		}).
-			WithTimeout(10 * time.Second).ShouldNot(BeEmpty())
+		// The command runs: exec has a sleep as its child. Read from /proc,
+		// not pgrep, which the VM's guest has not; the bound only ends a
+		// wait that would never end (under TCG a start takes seconds).
+		Eventually(func() bool { return hasChild(session.Command.Process.Pid, "sleep") }).
+			WithTimeout(time.Minute).Should(BeTrue())
 		out, err := runSvclab("down", id)
 		Expect(err).NotTo(HaveOccurred(), out)
 		Eventually(session).WithTimeout(time.Minute).Should(gexec.Exit())
@@ -101,4 +101,32 @@ func upWeb(m modeCase) string {
 	id := strings.Fields(strings.SplitN(out, "Lab ", 2)[1])[0]
 	DeferCleanup(func() { runSvclab("down", id) })
 	return id
+}
+
+// hasChild tells whether process pid has a child whose command is comm, as
+// /proc/PID/stat says (its second field, in parentheses; the fourth, the
+// parent's PID).
+func hasChild(pid int, comm string) bool {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false
+	}
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		open, end := strings.IndexByte(string(b), '('), strings.LastIndexByte(string(b), ')')
+		if open < 0 || end < open {
+			continue
+		}
+		rest := strings.Fields(string(b)[end+1:])
+		if string(b)[open+1:end] == comm && len(rest) > 1 && rest[1] == strconv.Itoa(pid) {
+			return true
+		}
+	}
+	return false
 }
