@@ -13,6 +13,7 @@ import (
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -41,8 +42,10 @@ type kubeProxy struct {
 	comp *supervise.Component
 	mode proxy.Mode
 	cfg  proxy.Config
-	node proxy.Node
-	ns   *namespaces.NS
+	// backend is the xtables backend kube-proxy writes its rules with.
+	backend string
+	node    proxy.Node
+	ns      *namespaces.NS
 }
 
 // startKubeProxies starts kube-proxy in every node, beside the rest of the
@@ -94,7 +97,7 @@ func (p *proxies) startKubeProxy(ctx context.Context, n topology.Node) (*kubePro
 	if err != nil {
 		return nil, err
 	}
-	return &kubeProxy{comp: c, mode: p.mode, cfg: p.config, node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, ns: ns}, nil
+	return &kubeProxy{comp: c, mode: p.mode, cfg: p.config, backend: backend, node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, ns: ns}, nil
 }
 
 // KubeProxyRun is one kube-proxy a caller runs on a node (StartKubeProxy).
@@ -216,10 +219,14 @@ func (k *kubeProxy) Sync(ctx context.Context, s *proxy.State) error {
 			return fmt.Errorf("read what kube-proxy programmed: %w", err)
 		}
 		if diff = proxy.DiffServiceMaps(want, got); len(diff) == 0 {
-			if k.mode.Section != proxy.SectionIPVS || !hairpinMasqueradePending(k.ns) {
+			if k.mode.Section != proxy.SectionIPVS {
 				return nil
 			}
-			diff = []string{"KUBE-LOOP-BACK holds the node's endpoints, but no nat rule masquerades with it yet"}
+			set := ruleLessIPSet(k.ns, k.backend)
+			if set == "" {
+				return nil
+			}
+			diff = []string{"ipset " + set + " holds entries, but kube-proxy has not written its rule yet (its sync is between IPVS and its iptables rules)"}
 		}
 		p := k.comp.Process()
 		if err := p.Exited(); err != nil {
@@ -238,39 +245,97 @@ func (k *kubeProxy) Sync(ctx context.Context, s *proxy.State) error {
 // other components.
 func (k *kubeProxy) Close() error { return k.ns.Close() }
 
-// hairpinMasqueradePending tells whether kube-proxy's IPVS mode is inside one
-// sync on the node of ns, between IPVS and its nat rules: a sync adds the real
-// servers first (syncEndpoint, in its loop over the Services), then fills the
-// ipsets, and only then writes the nat table with iptables-restore, which holds
-// the KUBE-LOOP-BACK masquerade rule only once that set has an entry
-// (pkg/proxy/ipvs/proxier.go at v1.37.2). In between, a pod that reaches
-// itself through its Service is not masqueraded, and its connection's
-// conntrack entry keeps that for every SYN it sends again. Right after
-// `svclab up` in the loaded VM the node was in that state (the set held web-a,
-// References: 0, no rule), which fits the hairpin timeouts verify met on its
-// first attempts. A set with entries that no rule references is that state;
-// no such set is another mode's node.
-func hairpinMasqueradePending(ns *namespaces.NS) bool {
-	out, err := ns.Output("ipset", "list", "-t", "KUBE-LOOP-BACK")
+// ipvsSetRules are the rules kube-proxy's IPVS mode writes for a set only while
+// the set holds entries: the set, and the table and chain of its rule
+// (pkg/proxy/ipvs/proxier.go at v1.37.2: ipsetWithIptablesChain, and
+// writeIptablesRules for the ClusterIP and external IP sets). Other rules match
+// some of these sets at all times (KUBE-IPVS-FILTER's), so a set's reference
+// count cannot tell.
+var ipvsSetRules = []struct{ set, table, chain string }{
+	{"KUBE-LOOP-BACK", "nat", "KUBE-POSTROUTING"},
+	{"KUBE-CLUSTER-IP", "nat", "KUBE-SERVICES"},
+	{"KUBE-EXTERNAL-IP", "nat", "KUBE-SERVICES"},
+	{"KUBE-EXTERNAL-IP-LOCAL", "nat", "KUBE-SERVICES"},
+	{"KUBE-LOAD-BALANCER", "nat", "KUBE-SERVICES"},
+	{"KUBE-LOAD-BALANCER-LOCAL", "nat", "KUBE-LOAD-BALANCER"},
+	{"KUBE-NODE-PORT-LOCAL-TCP", "nat", "KUBE-NODE-PORT"},
+	{"KUBE-NODE-PORT-TCP", "nat", "KUBE-NODE-PORT"},
+	{"KUBE-NODE-PORT-LOCAL-UDP", "nat", "KUBE-NODE-PORT"},
+	{"KUBE-NODE-PORT-UDP", "nat", "KUBE-NODE-PORT"},
+	{"KUBE-NODE-PORT-LOCAL-SCTP-HASH", "nat", "KUBE-NODE-PORT"},
+	{"KUBE-NODE-PORT-SCTP-HASH", "nat", "KUBE-NODE-PORT"},
+	{"KUBE-LOAD-BALANCER-FW", "filter", "KUBE-PROXY-FIREWALL"},
+	{"KUBE-LOAD-BALANCER-SOURCE-CIDR", "filter", "KUBE-SOURCE-RANGES-FIREWALL"},
+	{"KUBE-LOAD-BALANCER-SOURCE-IP", "filter", "KUBE-SOURCE-RANGES-FIREWALL"},
+}
+
+// ruleLessIPSet names a set of kube-proxy's IPVS mode on the node of ns that
+// holds entries while its rule is not written yet, or is empty when there is
+// none: kube-proxy's IPVS mode is then inside one sync, between IPVS and its
+// iptables rules. A sync adds the virtual and real servers first (syncService
+// and syncEndpoint, in its loop over the Services), then fills the ipsets, and
+// only then writes its rules with iptables-restore (pkg/proxy/ipvs/proxier.go
+// at v1.37.2). In between, a connection IPVS takes misses those rules, and its
+// conntrack entry keeps that for every SYN it sends again:
+//   - KUBE-LOOP-BACK: a pod that reaches itself through its Service is not
+//     masqueraded. Right after `svclab up` in the loaded VM the node was in
+//     that state (the set held web-a, no rule), which fits the hairpin
+//     timeouts verify met on its first attempts.
+//   - KUBE-LOAD-BALANCER: a running lab's first LoadBalancer Service. An
+//     outside client's connection went to a pod on another node
+//     unmasqueraded, whose reply came back from the pod's address, and it timed
+//     out (the spec "A running lab's first LoadBalancer Service" in
+//     kube-proxy-ipvs, every run under TCG).
+//
+// Where no such set exists, the node is another mode's, or its sync is through.
+func ruleLessIPSet(ns *namespaces.NS, backend string) string {
+	out, err := ns.Output("ipset", "list", "-t")
 	if err != nil {
-		return false
+		return ""
 	}
-	entries, refs := -1, -1
+	filled := map[string]bool{}
+	var name string
 	for _, line := range strings.Split(string(out), "\n") {
 		key, value, ok := strings.Cut(line, ":")
 		if !ok {
 			continue
 		}
-		n, err := strconv.Atoi(strings.TrimSpace(value))
-		if err != nil {
-			continue
-		}
+		value = strings.TrimSpace(value)
 		switch strings.TrimSpace(key) {
+		case "Name":
+			name = value
 		case "Number of entries":
-			entries = n
-		case "References":
-			refs = n
+			if n, err := strconv.Atoi(value); err == nil && n > 0 {
+				filled[name] = true
+			}
 		}
 	}
-	return entries > 0 && refs == 0
+	saved := map[string]string{}
+	for _, r := range ipvsSetRules {
+		if !filled[r.set] {
+			continue
+		}
+		if _, ok := saved[r.table]; !ok {
+			out, err := ns.Output(xtables.SaveProgram(backend), "-t", r.table)
+			if err != nil {
+				return ""
+			}
+			saved[r.table] = string(out)
+		}
+		if !hasSetRule(saved[r.table], r.chain, r.set) {
+			return r.set
+		}
+	}
+	return ""
+}
+
+// hasSetRule tells whether iptables-save output holds a rule of chain that
+// matches set.
+func hasSetRule(save, chain, set string) bool {
+	for _, line := range strings.Split(save, "\n") {
+		if strings.HasPrefix(line, "-A "+chain+" ") && strings.Contains(line, "--match-set "+set+" ") {
+			return true
+		}
+	}
+	return false
 }

@@ -95,7 +95,9 @@ var _ = Describe("A lab's life", Label("lifecycle"), func() {
 		Expect(netnsOf(a, "node-1")).NotTo(Equal(netnsOf(b, "node-1")))
 	})
 
-	It("leaves nothing after `svclab up` is killed with SIGKILL, once `svclab clean` ran", func() {
+	// Serial: another spec's `svclab clean` beside it would remove the killed
+	// lab first, and this one's clean would not name it.
+	It("leaves nothing after `svclab up` is killed with SIGKILL, once `svclab clean` ran", Serial, func() {
 		cmd := exec.Command(svclabBin, "up", "--foreground", "-f", "httpd")
 		Expect(cmd.Start()).To(Succeed())
 		rec := ownedBy(cmd.Process.Pid)

@@ -39,7 +39,10 @@ var _ = Describe("Lab records", Label("records"), func() {
 	// touch the lab being built, and up must never report a lab that is not
 	// whole. 50 races, up started 0 to 10 ms after clean, or as clean starts
 	// removing the dead lab.
-	It("never lets `svclab clean` break a lab `up` is building", func() {
+	//
+	// Serial: its dead labs are another spec's clean's to remove as well, which
+	// would change the window it races in.
+	It("never lets `svclab clean` break a lab `up` is building", Serial, func() {
 		small := parse("race", `
 name: race
 clusterCIDR: 10.244.0.0/16
@@ -97,7 +100,10 @@ pods:
 
 	// One unparsable record must not block the others: ls warns naming it and
 	// lists the rest, down works on another lab, clean removes it.
-	It("goes on past a corrupt record, and `svclab clean` removes it", func() {
+	//
+	// Serial: another spec's `svclab clean` beside it would remove the corrupt
+	// record first, and this one's clean would not name it.
+	It("goes on past a corrupt record, and `svclab clean` removes it", Serial, func() {
 		bad := filepath.Join(record.DefaultDir, "broken-zzzz.json")
 		Expect(os.MkdirAll(record.DefaultDir, 0o755)).To(Succeed())
 		Expect(os.WriteFile(bad, []byte(`{"id": "broken-zz`), 0o644)).To(Succeed())

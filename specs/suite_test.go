@@ -32,6 +32,13 @@ import (
 )
 
 func TestSpecs(t *testing.T) {
+	// The ginkgo CLI starts a compiled suite in the binary's directory; the specs
+	// read testdata/ and ../topologies from the package's (scripts/specs.sh).
+	if dir := os.Getenv("SVCLAB_SPECS_DIR"); dir != "" {
+		if err := os.Chdir(dir); err != nil {
+			t.Fatalf("SVCLAB_SPECS_DIR: %v", err)
+		}
+	}
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "svclab")
 }

@@ -27,7 +27,10 @@ import (
 // that the next trace, `clean` and `down` remove what they left, and say so.
 var _ = Describe("A trace killed with SIGKILL", Label("lifecycle"), func() {
 	for _, m := range ownModes() {
-		Context(m.label, Label(m.label), Ordered, func() {
+		// Serial: `svclab clean` removes every killed trace's leftovers on the
+		// machine, and the specs check that it names exactly the ones their own
+		// kill left; another spec's clean beside them would take those first.
+		Context(m.label, Label(m.label), Ordered, Serial, func() {
 			var (
 				id   string
 				nss  []string

@@ -6,7 +6,9 @@
 // With -label-filter (the suite's own, run with the same -ginkgo.label-filter),
 // every spec whose labels match EXPR must have run and passed, and every other
 // one must have been left out by it: the count of those is printed, so that a
-// run of part of a suite says how much it left.
+// run of part of a suite says how much it left. After the verdict it prints
+// where the time went: the 20 slowest specs with their mode, and the time per
+// mode and per label.
 package main
 
 import (
@@ -44,6 +46,7 @@ func main() {
 		}
 		counts := map[types.SpecState]int{}
 		specs, left := 0, 0
+		var ran []timed
 		for _, r := range reports {
 			for _, s := range r.SpecReports {
 				if s.LeafNodeType != types.NodeTypeIt {
@@ -59,6 +62,9 @@ func main() {
 				}
 				specs++
 				counts[s.State]++
+				if s.State != types.SpecStateSkipped && s.State != types.SpecStatePending {
+					ran = append(ran, timedSpec(s))
+				}
 				if s.State != types.SpecStatePassed {
 					fmt.Printf("%s: %s: %s\n", path, s.State, s.FullText())
 				}
@@ -73,6 +79,7 @@ func main() {
 		if specs == 0 || counts[types.SpecStatePassed] != specs {
 			bad = true
 		}
+		printTiming(os.Stdout, path, ran)
 	}
 	if bad {
 		fmt.Println("checkreport: some specs did not run and pass; CI does not take a skipped spec silently")
