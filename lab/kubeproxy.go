@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -13,7 +12,6 @@ import (
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
-	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -222,11 +220,11 @@ func (k *kubeProxy) Sync(ctx context.Context, s *proxy.State) error {
 			if k.mode.Section != proxy.SectionIPVS {
 				return nil
 			}
-			set := ruleLessIPSet(k.ns, k.backend)
-			if set == "" {
+			pending := ipvsSyncPending(k.ns, k.backend, got)
+			if pending == "" {
 				return nil
 			}
-			diff = []string{"ipset " + set + " holds entries, but kube-proxy has not written its rule yet (its sync is between IPVS and its iptables rules)"}
+			diff = []string{pending}
 		}
 		p := k.comp.Process()
 		if err := p.Exited(); err != nil {
@@ -244,98 +242,3 @@ func (k *kubeProxy) Sync(ctx context.Context, s *proxy.State) error {
 // Close releases the namespace handle; the process is stopped with the lab's
 // other components.
 func (k *kubeProxy) Close() error { return k.ns.Close() }
-
-// ipvsSetRules are the rules kube-proxy's IPVS mode writes for a set only while
-// the set holds entries: the set, and the table and chain of its rule
-// (pkg/proxy/ipvs/proxier.go at v1.37.2: ipsetWithIptablesChain, and
-// writeIptablesRules for the ClusterIP and external IP sets). Other rules match
-// some of these sets at all times (KUBE-IPVS-FILTER's), so a set's reference
-// count cannot tell.
-var ipvsSetRules = []struct{ set, table, chain string }{
-	{"KUBE-LOOP-BACK", "nat", "KUBE-POSTROUTING"},
-	{"KUBE-CLUSTER-IP", "nat", "KUBE-SERVICES"},
-	{"KUBE-EXTERNAL-IP", "nat", "KUBE-SERVICES"},
-	{"KUBE-EXTERNAL-IP-LOCAL", "nat", "KUBE-SERVICES"},
-	{"KUBE-LOAD-BALANCER", "nat", "KUBE-SERVICES"},
-	{"KUBE-LOAD-BALANCER-LOCAL", "nat", "KUBE-LOAD-BALANCER"},
-	{"KUBE-NODE-PORT-LOCAL-TCP", "nat", "KUBE-NODE-PORT"},
-	{"KUBE-NODE-PORT-TCP", "nat", "KUBE-NODE-PORT"},
-	{"KUBE-NODE-PORT-LOCAL-UDP", "nat", "KUBE-NODE-PORT"},
-	{"KUBE-NODE-PORT-UDP", "nat", "KUBE-NODE-PORT"},
-	{"KUBE-NODE-PORT-LOCAL-SCTP-HASH", "nat", "KUBE-NODE-PORT"},
-	{"KUBE-NODE-PORT-SCTP-HASH", "nat", "KUBE-NODE-PORT"},
-	{"KUBE-LOAD-BALANCER-FW", "filter", "KUBE-PROXY-FIREWALL"},
-	{"KUBE-LOAD-BALANCER-SOURCE-CIDR", "filter", "KUBE-SOURCE-RANGES-FIREWALL"},
-	{"KUBE-LOAD-BALANCER-SOURCE-IP", "filter", "KUBE-SOURCE-RANGES-FIREWALL"},
-}
-
-// ruleLessIPSet names a set of kube-proxy's IPVS mode on the node of ns that
-// holds entries while its rule is not written yet, or is empty when there is
-// none: kube-proxy's IPVS mode is then inside one sync, between IPVS and its
-// iptables rules. A sync adds the virtual and real servers first (syncService
-// and syncEndpoint, in its loop over the Services), then fills the ipsets, and
-// only then writes its rules with iptables-restore (pkg/proxy/ipvs/proxier.go
-// at v1.37.2). In between, a connection IPVS takes misses those rules, and its
-// conntrack entry keeps that for every SYN it sends again:
-//   - KUBE-LOOP-BACK: a pod that reaches itself through its Service is not
-//     masqueraded. Right after `svclab up` in the loaded VM the node was in
-//     that state (the set held web-a, no rule), which fits the hairpin
-//     timeouts verify met on its first attempts.
-//   - KUBE-LOAD-BALANCER: a running lab's first LoadBalancer Service. An
-//     outside client's connection went to a pod on another node
-//     unmasqueraded, whose reply came back from the pod's address, and it timed
-//     out (the spec "A running lab's first LoadBalancer Service" in
-//     kube-proxy-ipvs, every run under TCG).
-//
-// Where no such set exists, the node is another mode's, or its sync is through.
-func ruleLessIPSet(ns *namespaces.NS, backend string) string {
-	out, err := ns.Output("ipset", "list", "-t")
-	if err != nil {
-		return ""
-	}
-	filled := map[string]bool{}
-	var name string
-	for _, line := range strings.Split(string(out), "\n") {
-		key, value, ok := strings.Cut(line, ":")
-		if !ok {
-			continue
-		}
-		value = strings.TrimSpace(value)
-		switch strings.TrimSpace(key) {
-		case "Name":
-			name = value
-		case "Number of entries":
-			if n, err := strconv.Atoi(value); err == nil && n > 0 {
-				filled[name] = true
-			}
-		}
-	}
-	saved := map[string]string{}
-	for _, r := range ipvsSetRules {
-		if !filled[r.set] {
-			continue
-		}
-		if _, ok := saved[r.table]; !ok {
-			out, err := ns.Output(xtables.SaveProgram(backend), "-t", r.table)
-			if err != nil {
-				return ""
-			}
-			saved[r.table] = string(out)
-		}
-		if !hasSetRule(saved[r.table], r.chain, r.set) {
-			return r.set
-		}
-	}
-	return ""
-}
-
-// hasSetRule tells whether iptables-save output holds a rule of chain that
-// matches set.
-func hasSetRule(save, chain, set string) bool {
-	for _, line := range strings.Split(save, "\n") {
-		if strings.HasPrefix(line, "-A "+chain+" ") && strings.Contains(line, "--match-set "+set+" ") {
-			return true
-		}
-	}
-	return false
-}

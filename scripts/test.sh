@@ -96,12 +96,11 @@ SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
 # Every spec of ipvs (and of no mode); of kube-proxy-ipvs all but those that
 # build a lab each for little (verify on the topologies other than the seeds',
 # the IPVS differential check, conntrack's lab per spec, supervision, compare's
-# three labs: some 30 more minutes under TCG) and the first LoadBalancer Service of a running lab
-# (label first-loadbalancer: fails in kube-proxy-ipvs, open); they run by hand
-# (README: "Specs"). One process: the guest's two emulated CPUs are the
+# three labs: some 30 more minutes under TCG); they run by hand (README:
+# "Specs"). One process: the guest's two emulated CPUs are the
 # bottleneck, and two or three processes there made each kube-proxy-ipvs lab
 # 5-10 times slower (an API server exited on its own one-minute post-start bound).
-vm_filter='!kube-proxy-ipvs || trace || seeds || services || (loadbalancer && !first-loadbalancer) || dns || distribution || churn || lifecycle'
+vm_filter='!kube-proxy-ipvs || trace || seeds || services || loadbalancer || dns || distribution || churn || lifecycle'
 vm_status=0
 step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs, and kube-proxy-ipvs but for its costliest labs"
 scripts/vm/run.sh --out "$out/vm" --timeout 80m --mem 4096 --kube-binary "$kube_binary" \

@@ -157,11 +157,7 @@ var _ = Describe("A load balancer in front of the nodes", Label("loadbalancer"),
 // A lab that had no load balancer gets one when its first LoadBalancer Service
 // is applied, as a cluster's cloud controller provisions one, and gives it back
 // with the lab.
-// Label first-loadbalancer: in kube-proxy-ipvs the outside client's
-// connection to the new ingress IP failed in each run under TCG (timed out,
-// then refused), open; CI's VM step leaves it out by this label (README:
-// "Specs").
-var _ = Describe("A running lab's first LoadBalancer Service", Label("loadbalancer", "first-loadbalancer"), func() {
+var _ = Describe("A running lab's first LoadBalancer Service", Label("loadbalancer"), func() {
 	var l *lab.Lab
 	dumpOnFailure(&l)
 	for _, m := range modes {
