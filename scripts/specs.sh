@@ -36,13 +36,19 @@ build() {
 # procs_default: most of a spec's time is waiting (API servers and kube-proxies
 # starting, DNS timeouts and conntrack windows on purpose), so two processes per
 # CPU; at most one per 2 GiB of memory (a lab with a control plane holds some
-# 400 MB: an API server, etcd, a kube-proxy per node, CoreDNS), at least 2.
+# 400 MB: an API server, etcd, a kube-proxy per node, CoreDNS) and one per
+# 256 MiB free where labs keep their run directories (/run, a tmpfs of a share
+# of memory on Debian: a control plane's etcd preallocates 64 MiB there and a
+# lab refuses to start with less than 128 MiB free; a spec holds up to two
+# labs); at least 2.
 procs_default() {
-  local cpus mem_gib n
+  local cpus mem_gib run_mib n
   cpus=$(nproc)
   mem_gib=$(($(awk '/^MemTotal:/ {print $2}' /proc/meminfo) / 1024 / 1024))
+  run_mib=$(($(df -Pk /run | awk 'NR == 2 {print $4}') / 1024))
   n=$((cpus * 2))
   [ "$n" -le $((mem_gib / 2)) ] || n=$((mem_gib / 2))
+  [ "$n" -le $((run_mib / 256)) ] || n=$((run_mib / 256))
   [ "$n" -ge 2 ] || n=2
   echo "$n"
 }
