@@ -6,7 +6,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/svclab/svclab/lab/cluster"
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -33,7 +32,7 @@ func (l *Lab) change(ctx context.Context, mutate func(t *topology.Topology) erro
 		return err
 	}
 	if l.cp != nil {
-		if err := l.kubelet.publishPods(ctx, before, next); err != nil {
+		if err := l.kubelet.PublishPods(ctx, before, next); err != nil {
 			return err
 		}
 	}
@@ -66,7 +65,7 @@ func (l *Lab) changeServices(ctx context.Context, mutate func(t *topology.Topolo
 	if err := inAPI(); err != nil {
 		return err
 	}
-	if err := l.cp.takeServices(ctx, func() ([]corev1.Service, error) { return l.cp.listServices(ctx) }); err != nil {
+	if err := l.cp.TakeServices(ctx, func() ([]corev1.Service, error) { return l.cp.ListServices(ctx) }); err != nil {
 		return err
 	}
 	return l.Sync(ctx)
@@ -81,13 +80,13 @@ func (l *Lab) UpdatePod(ctx context.Context, key string, change func(p *topology
 // ApplyService adds or replaces a Service, as `kubectl apply` would.
 func (l *Lab) ApplyService(ctx context.Context, svc corev1.Service) error {
 	return l.changeServices(ctx, func(t *topology.Topology) error { return t.ApplyService(svc) },
-		func() error { return l.cp.applyService(ctx, svc) })
+		func() error { return l.cp.ApplyService(ctx, svc) })
 }
 
 // RemoveService deletes a Service.
 func (l *Lab) RemoveService(ctx context.Context, namespace, name string) error {
 	return l.changeServices(ctx, func(t *topology.Topology) error { return t.RemoveService(namespace, name) },
-		func() error { return l.cp.client.Delete(ctx, cluster.Services, namespace, name, nil) })
+		func() error { return l.cp.DeleteService(ctx, namespace, name) })
 }
 
 // AddPod creates a pod: its namespace, its link to the node and its servers, then
@@ -102,21 +101,21 @@ func (l *Lab) AddPod(ctx context.Context, spec topology.PodSpec) (topology.Pod, 
 	if err != nil {
 		return topology.Pod{}, err
 	}
-	_, err = l.ledger.add(pod.Name, member.KindPod, pod.IP, pod.Node)
+	_, err = l.ledger.Add(pod.Name, member.KindPod, pod.IP, pod.Node)
 	if err == nil {
 		err = l.net.AddPod(ctx, next, pod)
 	}
 	if err == nil && !l.opts.NoServers {
-		err = l.pods.serve(ctx, []topology.Pod{pod})
+		err = l.pods.Serve(ctx, []topology.Pod{pod})
 	}
 	if err == nil && l.cp != nil {
-		err = l.kubelet.writePods(ctx, next, []topology.Pod{pod})
+		err = l.kubelet.WritePods(ctx, next, []topology.Pod{pod})
 	}
 	if err == nil {
-		err = l.kubelet.writePodFiles([]topology.Pod{pod})
+		err = l.kubelet.WritePodFiles([]topology.Pod{pod})
 	}
 	if err != nil {
-		return topology.Pod{}, errors.Join(err, l.pods.remove(pod, false), l.kubelet.removePodFiles(pod.Name))
+		return topology.Pod{}, errors.Join(err, l.pods.Remove(pod, false), l.kubelet.RemovePodFiles(pod.Name))
 	}
 	l.mu.Lock()
 	l.topo = next
@@ -135,6 +134,6 @@ func (l *Lab) DeletePod(ctx context.Context, key string, graceful bool) error {
 		pod, err = t.RemovePod(key)
 		return err
 	}, func() error {
-		return errors.Join(l.pods.remove(pod, graceful), l.kubelet.removePodFiles(pod.Name))
+		return errors.Join(l.pods.Remove(pod, graceful), l.kubelet.RemovePodFiles(pod.Name))
 	})
 }

@@ -43,12 +43,12 @@ func TestControlPlaneChanges(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	c := l.Client()
+	c := l.ControlPlane().Client()
 
 	endpoints := func(svc string) map[string]proxy.Endpoint {
 		t.Helper()
 		eps := map[string]proxy.Endpoint{}
-		for _, sp := range l.ServicePorts() {
+		for _, sp := range l.Proxies().ServicePorts() {
 			if sp.Name.NamespacedName() == svc {
 				for _, e := range sp.Endpoints {
 					eps[e.String()] = e
@@ -131,7 +131,7 @@ func TestControlPlaneChanges(t *testing.T) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		var np int
-		for _, sp := range l.ServicePorts() {
+		for _, sp := range l.Proxies().ServicePorts() {
 			if sp.Name.NamespacedName() == "default/web" {
 				np = sp.NodePort
 			}

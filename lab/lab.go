@@ -7,23 +7,28 @@
 package lab
 
 import (
+	"context"
+
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/svclab/svclab/lab/balancing"
+	"github.com/svclab/svclab/lab/clusterdns"
+	"github.com/svclab/svclab/lab/components"
+	"github.com/svclab/svclab/lab/controlplane"
+	"github.com/svclab/svclab/lab/kubelet"
 	"github.com/svclab/svclab/lab/member"
-	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/network"
+	"github.com/svclab/svclab/lab/proxies"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
+	"github.com/svclab/svclab/lab/sandboxes"
 	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/version"
@@ -44,7 +49,7 @@ type Options struct {
 	ControlPlane bool
 	// KubeProxy runs the real kube-proxy in every node instead of svclab's own
 	// proxiers; it implies a control plane.
-	KubeProxy *KubeProxyOptions
+	KubeProxy *proxies.KubeProxyOptions
 	// KubeBinary is the svclab-kube binary the control plane runs from; empty
 	// finds or builds it (kube.Binary).
 	KubeBinary string
@@ -86,21 +91,21 @@ type Lab struct {
 	// and links; pods are the pods' sandboxes.
 	ledger *ledger
 	net    *network.Network
-	pods   *sandboxes
+	pods   *sandboxes.Sandboxes
 	// cp is the control plane, nil without one; components are the processes
 	// the lab started; kubelet plays the kubelet's role for the pods; proxies
 	// program the nodes. They reach the lab as their host (lab/host.go).
-	cp         *controlPlane
-	components *components
-	kubelet    *kubelet
-	proxies    *proxies
+	cp         *controlplane.ControlPlane
+	components *components.Set
+	kubelet    *kubelet.Kubelet
+	proxies    *proxies.Proxies
 	// supervisor watches the components, and restarts those a kubelet would.
 	supervisor *supervise.Supervisor
 	// dns is the cluster DNS, nil without one.
-	dns *clusterDNS
+	dns *clusterdns.DNS
 	// timings are the phases of Up, for `svclab up --timings`.
 	timings *timings
-	lbs     *loadBalancing
+	lbs     *balancing.Balancing
 
 	// changeMu serialises topology changes and the syncs that follow them; mu
 	// guards the fields below for short reads and writes. The lock order is
@@ -109,227 +114,20 @@ type Lab struct {
 	mu       sync.Mutex
 	topo     *topology.Topology
 	down     bool
+	// host is what the parts see of the lab.
+	host host
+	// asked is the topology Up was given, before Prepare added what a
+	// control plane brings: its counts are what the progress line reports.
+	asked *topology.Topology
 }
 
-// Up builds the lab described by t and returns it running. On any error, on ctx's
-// cancellation and on panic it removes everything it created before returning.
-func Up(ctx context.Context, t *topology.Topology, o Options) (l *Lab, err error) {
-	if err := namespaces.CheckPrivileges(); err != nil {
-		return nil, err
-	}
-	l, err = newLab(t, o)
-	if err != nil {
-		return nil, err
-	}
-	if o.Mode != "" {
-		if err := l.mode.Available(); err != nil {
-			return nil, fmt.Errorf("mode %s: %w", l.mode.Name, err)
-		}
-	}
-	defer func() {
-		if p := recover(); p != nil {
-			l.Down()
-			panic(p)
-		}
-		if err != nil {
-			err = errors.Join(err, l.Down())
-			l = nil
-		}
-	}()
-	if err := l.ledger.write(); err != nil {
-		return l, err
-	}
-	if err := os.MkdirAll(record.RunDir(l.dir, l.ID), 0o755); err != nil {
-		return l, fmt.Errorf("lab %s: %w", l.ID, err)
-	}
-	if err := l.ledger.serve(); err != nil {
-		return l, err
-	}
-	if l.topo.ControlPlane != nil {
-		// Checked before anything is built: etcd would fail part-way, with a
-		// message about its WAL that does not say why.
-		if err := checkRunSpace(l.dir, controlPlaneSpace); err != nil {
-			return l, fmt.Errorf("lab %s: %w", l.ID, err)
-		}
-	}
-	start := time.Now()
-	if err := l.net.Build(ctx, l.topo); err != nil {
-		return l, err
-	}
-	if err := l.lbs.route(l.Topology()); err != nil {
-		return l, err
-	}
-	l.timings.add(phaseBuild, start)
-	l.logf("lab %s: %d nodes, %d pods, %d clients up in %s", l.ID, len(t.Nodes), len(t.Pods), len(t.Clients), time.Since(start).Round(time.Millisecond))
-	if l.dns != nil {
-		// A kubelet reports a CoreDNS pod not ready until its readiness
-		// probe passes: so does the topology before it reaches the API server.
-		l.mu.Lock()
-		next, err := coreDNSStarting(l.topo)
-		if err == nil {
-			l.topo = next
-		}
-		l.mu.Unlock()
-		if err != nil {
-			return l, err
-		}
-	}
-	if l.cp != nil {
-		began := time.Now()
-		if err := l.cp.startAPIServer(ctx); err != nil {
-			return l, err
-		}
-		// A component takes seconds from its fork to its work on a loaded
-		// machine (loading a 150 MB binary, a thousand package inits, its
-		// own set-up): forked now, beside the API server's start, the
-		// controller manager and CoreDNS wait for the kubeconfig that ready
-		// writes, the kube-proxies for the lab's objects to be in the API
-		// server (openProxyGate below), so that their first sync is the
-		// whole topology. Without --wait-for (an older component binary)
-		// they start once the API server is ready, kube-proxy then needing
-		// its Node (its address) and nothing else.
-		early := l.cp.waitFor
-		var dnsBegan time.Time
-		if early {
-			if err := l.startComponents(ctx, true); err != nil {
-				return l, err
-			}
-			dnsBegan = time.Now()
-		}
-		if err := l.cp.ready(ctx); err != nil {
-			return l, err
-		}
-		l.timings.add(phaseAPIServer, began)
-		if !early {
-			if err := l.startComponents(ctx, false); err != nil {
-				return l, err
-			}
-		} else if l.opts.KubeProxy != nil && l.opts.KubeProxy.Binary != "" {
-			// A kube-proxy of the user's cannot wait: it starts now.
-			l.proxies.startKubeProxies(ctx)
-		}
-		if err := l.cp.startWatch(); err != nil {
-			return l, err
-		}
-		began = time.Now()
-		if err := l.cp.applyTopology(ctx, l.kubelet.writePods); err != nil {
-			return l, err
-		}
-		l.timings.add(phaseTopology, began)
-		if l.dns != nil {
-			if !early {
-				dnsBegan = time.Now()
-				if err := l.dns.launch(l.Topology(), ""); err != nil {
-					return l, err
-				}
-			}
-			if err := l.dns.wait(ctx); err != nil {
-				return l, err
-			}
-			l.timings.add(phaseDNSAnswers, dnsBegan)
-			began = time.Now()
-			if err := l.change(ctx, l.dns.ready, nil); err != nil {
-				return l, err
-			}
-			l.timings.add(phaseDNSReady, began)
-		}
-	}
-	if l.cp != nil {
-		// The state the nodes must be programmed with is in the API server:
-		// the kube-proxies forked early may run.
-		if err := l.cp.openProxyGate(); err != nil {
-			return l, err
-		}
-	}
-	if l.mode.Name != "" {
-		began := time.Now()
-		if err := l.proxies.start(); err != nil {
-			return l, err
-		}
-		began2 := time.Now()
-		if err := l.Sync(ctx); err != nil {
-			return l, err
-		}
-		l.timings.add(phaseProxiesStarted, began)
-		l.timings.add(phaseProgrammed, began2)
-	}
-	if err := l.lbs.start(l.Topology()); err != nil {
-		return l, err
-	}
-	if !o.NoServers {
-		began := time.Now()
-		if err := l.pods.serve(ctx, l.topo.Pods); err != nil {
-			return l, err
-		}
-		if err := l.pods.serveNodes(ctx, l.topo.Nodes, l.topo.EndpointSlices()); err != nil {
-			return l, err
-		}
-		l.timings.add(phaseServers, began)
-	}
-	if err := l.kubelet.writePodFiles(l.topo.Pods); err != nil {
-		return l, err
-	}
-	// The Services the lab came up with, for `svclab inspect`.
-	ports := l.proxies.servicePorts()
-	if err := l.ledger.update(func(r *record.Lab) { r.Services = ServiceRecords(ports) }); err != nil {
-		return l, err
-	}
-	if l.cp != nil && l.mode.Name != "" {
-		l.cp.follow(&l.changeMu, l.Sync)
-	}
-	l.dns.startProbes()
-	// Up reports a lab whole or not at all: a namespace that vanished while
-	// the lab came up (removed from outside) fails it.
-	if err := checkWhole(l.ID, l.Members()); err != nil {
-		return l, err
-	}
-	l.timings.add(phaseUp, l.timings.start)
-	// The start's phases go into the record, where up --timings and ls --json
-	// read them; later syncs are the lab's changes, not its start.
-	phases := l.timings.finish()
-	return l, l.ledger.update(func(r *record.Lab) { r.Timings = phases })
-}
-
-// startComponents starts the controller manager and the kube-proxies, and
-// with early (before the API server is ready; each waits for the kubeconfig)
-// the CoreDNS replicas too, which otherwise start once the topology is applied.
-// A kube-proxy of the user's is not started early: it cannot wait.
-func (l *Lab) startComponents(ctx context.Context, early bool) error {
-	if err := l.cp.startControllerManager(); err != nil {
-		return err
-	}
-	if l.opts.KubeProxy != nil && (!early || l.opts.KubeProxy.Binary == "") {
-		l.proxies.startKubeProxies(ctx)
-	}
-	if early && l.dns != nil {
-		return l.dns.launch(l.Topology(), l.cp.waitForKubeconfig())
-	}
-	return nil
-}
-
-// checkWhole fails, naming them, when any of the namespaces of lab id's
-// members is gone.
-func checkWhole(id string, members []record.Member) error {
-	var gone []string
-	for _, m := range members {
-		if !namespaces.Exists(m.NetNS) {
-			gone = append(gone, m.NetNS)
-		}
-	}
-	if len(gone) > 0 {
-		return fmt.Errorf("lab %s is not whole: %d of its %d namespaces vanished while it came up (%s); something removed them from outside",
-			id, len(gone), len(members), strings.Join(gone, ", "))
-	}
-	return nil
-}
-
-func newLab(t *topology.Topology, o Options) (*Lab, error) {
-	t, m, c, err := Prepare(t, o)
+func newLab(asked *topology.Topology, o Options) (*Lab, error) {
+	t, m, c, err := Prepare(asked, o)
 	if err != nil {
 		return nil, err
 	}
 	l := &Lab{
-		opts: o, topo: t, dir: o.RecordDir, mode: m, config: c, parallel: o.Parallel, logf: logTo(o.Log),
+		opts: o, topo: t, asked: asked, dir: o.RecordDir, mode: m, config: c, parallel: o.Parallel, logf: logTo(o.Log),
 	}
 	if l.dir == "" {
 		l.dir = record.DefaultDir
@@ -337,6 +135,7 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	if l.parallel <= 0 {
 		l.parallel = 8
 	}
+	l.host = host{l}
 	l.RunID = o.RunID
 	if l.RunID == "" {
 		l.RunID = NewRunID()
@@ -363,23 +162,26 @@ func newLab(t *topology.Topology, o Options) (*Lab, error) {
 	}
 	l.ledger.rec.Members = l.ledger.recordsLocked()
 	l.net = network.New(l.ledger, l.RunID, l.parallel)
-	l.pods = &sandboxes{members: l.ledger, net: l.net, parallel: l.parallel}
-	l.lbs = &loadBalancing{lab: l.ID, members: l.ledger, net: l.net}
+	l.pods = sandboxes.New(l.ledger, l.net, l.parallel)
+	l.lbs = balancing.New(l.ID, l.ledger, l.net)
 	runDir := record.RunDir(l.dir, l.ID)
-	l.components = &components{rec: l.ledger, runDir: runDir}
-	if t.ControlPlane != nil && t.DNS != nil {
-		l.dns = &clusterDNS{lab: l, id: l.ID, domain: t.DNS.Domain, runDir: runDir, parallel: l.parallel, logf: l.logf, comps: l.components, changes: &l.changeMu}
-	}
-	sv := &supervision{id: l.ID, logf: l.logf, record: l.ledger, dns: l.dns}
-	l.supervisor = supervise.New(sv.events())
-	l.components.supervisor = l.supervisor
+	// The cluster DNS, made below, is told of restarts: it reports a CoreDNS
+	// pod's restart count (restarted takes a nil cluster DNS).
+	sv := &components.Supervision{ID: l.ID, Logf: l.logf, Record: l.ledger,
+		Restarted: func(ctx context.Context, c *supervise.Component) { l.dns.Restarted(ctx, c) }}
+	l.supervisor = supervise.New(sv.Events())
+	l.components = components.New(l.ledger, runDir, l.supervisor)
 	if t.ControlPlane != nil {
-		l.cp = &controlPlane{host: l, rec: l.ledger, logf: l.logf, comps: l.components, id: l.ID, name: t.Name, runDir: runDir, kubeBinary: o.KubeBinary, log: o.Log}
+		l.cp = controlplane.New(controlplane.Config{Host: l.host, Record: l.ledger, Logf: l.logf, Components: l.components, ID: l.ID, Name: t.Name, RunDir: runDir, KubeBinary: o.KubeBinary, Log: o.Log})
 	}
-	l.kubelet = &kubelet{host: l, dir: l.dir, id: l.ID, cp: l.cp}
+	if t.ControlPlane != nil && t.DNS != nil {
+		l.dns = clusterdns.New(clusterdns.Config{ID: l.ID, Domain: t.DNS.Domain, RunDir: runDir, Parallel: l.parallel, Logf: l.logf,
+			Lab: l, ControlPlane: l.cp, Components: l.components, Changes: &l.changeMu})
+	}
+	l.kubelet = kubelet.New(l.host, l.dir, l.ID, l.cp)
 	l.timings = &timings{start: time.Now()}
-	l.proxies = &proxies{host: l, logf: l.logf, phase: l.timings.add, id: l.ID, mode: m, config: c, runDir: runDir, parallel: l.parallel, kubeProxy: o.KubeProxy,
-		cp: l.cp, comps: l.components, proxiers: map[string]proxy.Proxier{}, health: map[string]*proxy.HealthServer{}}
+	l.proxies = proxies.New(proxies.Config{Host: l.host, Logf: l.logf, Phase: l.timings.add, ID: l.ID, Mode: m, Proxy: c, RunDir: runDir, Parallel: l.parallel,
+		KubeProxy: o.KubeProxy, ControlPlane: l.cp, Components: l.components})
 	return l, nil
 }
 
@@ -401,14 +203,14 @@ func (l *Lab) Down() error {
 	// The components it stops are no deaths and are not restarted; what the
 	// supervisor does is over when Close returns, which must not wait on mu.
 	l.supervisor.Close()
-	dnsErr := l.dns.stop()
-	l.proxies.stopStarting()
+	dnsErr := l.dns.Stop()
+	l.proxies.StopStarting()
 	if l.cp != nil {
-		l.cp.stopFollowing()
+		l.cp.StopFollowing()
 	}
 	// The balancers next, outside mu: they take the ledger's lock to look
 	// their members up.
-	lbErr := l.lbs.stop()
+	lbErr := l.lbs.Stop()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.down {
@@ -416,14 +218,18 @@ func (l *Lab) Down() error {
 	}
 	l.down = true
 	names := l.ledger.close()
-	l.pods.close()
-	errs := []error{lbErr, dnsErr, l.proxies.close(), l.components.stop(), l.net.Delete(names)}
+	l.pods.Close()
+	errs := []error{lbErr, dnsErr, l.proxies.Close(), l.components.Stop(), l.net.Delete(names)}
 	if err := errors.Join(errs...); err != nil {
 		// Keep the record so that `svclab clean` can finish the job.
 		return fmt.Errorf("lab %s: down: %w", l.ID, err)
 	}
 	return record.Remove(l.dir, l.ID)
 }
+
+// Deaths lists the components of the lab that ended without the lab stopping
+// them (killed, crashed), seen at or after since; a restarted one too.
+func (l *Lab) Deaths(since time.Time) []record.Death { return l.supervisor.Deaths(since) }
 
 // Name is the topology's name.
 func (l *Lab) Name() string { return l.topo.Name }
@@ -446,9 +252,6 @@ func (l *Lab) ProxyConfig() proxy.Config { return l.config }
 
 // Mode is the lab's proxy mode name; empty for a bare network.
 func (l *Lab) Mode() string { return l.mode.Name }
-
-// ServicePorts returns the state last programmed into the nodes.
-func (l *Lab) ServicePorts() []proxy.ServicePort { return l.proxies.servicePorts() }
 
 // ConfigOf is the proxy configuration of topology t under options o: o.Proxy,
 // with the mode, the kube-proxy release, the cluster CIDR and the service range
@@ -477,3 +280,37 @@ func ConfigOf(t *topology.Topology, o Options) (proxy.Config, error) {
 	}
 	return c, nil
 }
+
+// DNS is the lab's cluster DNS; nil without one.
+func (l *Lab) DNS() *clusterdns.DNS { return l.dns }
+
+// LoadBalancers is the lab's load balancing: its balancers and routes.
+func (l *Lab) LoadBalancers() *balancing.Balancing { return l.lbs }
+
+// ControlPlane is the lab's control plane; nil without one. Its Kubeconfig,
+// Binary and Client take a nil control plane (an empty path, a nil client).
+func (l *Lab) ControlPlane() *controlplane.ControlPlane { return l.cp }
+
+// PodResolvConf is the resolv.conf the lab wrote for a pod, nil when the pod
+// keeps the host's (no cluster DNS, or a CoreDNS pod).
+func (l *Lab) PodResolvConf(pod string) ([]byte, error) { return l.kubelet.PodResolvConf(pod) }
+
+// Sync programs every node with the Services and their endpoints, as kube-proxy
+// on each node does after a change: computed from the topology, or with a control
+// plane, as the API server holds them once its controller has made the
+// endpoints the topology calls for. With the real kube-proxy, it waits until
+// every node's dataplane says what kube-proxy must have programmed. Then it
+// routes the load balancers to what the nodes now serve.
+func (l *Lab) Sync(ctx context.Context) error {
+	if l.mode.Name == "" {
+		return nil
+	}
+	if err := l.proxies.Sync(ctx); err != nil {
+		return err
+	}
+	return l.lbs.Sync(ctx, l.Topology())
+}
+
+// Proxies are what programs the lab's nodes: svclab's proxiers or the real
+// kube-proxy's processes.
+func (l *Lab) Proxies() *proxies.Proxies { return l.proxies }

@@ -45,8 +45,8 @@ type ledger struct {
 // retryEvery is how often a record that could not be written is tried again.
 const retryEvery = 5 * time.Second
 
-// add puts a member called name into the ledger and writes the record.
-func (g *ledger) add(name, kind string, ip netip.Addr, node string) (*member.Member, error) {
+// Add puts a member called name into the ledger and writes the record.
+func (g *ledger) Add(name, kind string, ip netip.Addr, node string) (*member.Member, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m := g.addLocked(name, kind, ip, node)
@@ -65,9 +65,9 @@ func (g *ledger) addLocked(name, kind string, ip netip.Addr, node string) *membe
 	return m
 }
 
-// remove takes the member called name out of the ledger and writes the
+// Remove takes the member called name out of the ledger and writes the
 // record.
-func (g *ledger) remove(name string) error {
+func (g *ledger) Remove(name string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.members, name)
@@ -77,7 +77,7 @@ func (g *ledger) remove(name string) error {
 
 // update changes the record with change and writes it; once the lab is down
 // it does neither.
-func (g *ledger) update(change func(r *record.Lab)) error {
+func (g *ledger) Update(change func(r *record.Lab)) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {

@@ -26,7 +26,7 @@ func TestLedgerWritesAStaleRecordAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	death := record.Death{Component: "kube-apiserver on control-plane", PID: 7, Status: "1", At: time.Now()}
-	if err := g.update(func(r *record.Lab) { r.Deaths = append(r.Deaths, death) }); err == nil {
+	if err := g.Update(func(r *record.Lab) { r.Deaths = append(r.Deaths, death) }); err == nil {
 		t.Fatal("the record was written into a file")
 	}
 	live := liveOf(t, g)

@@ -14,7 +14,7 @@
 #
 # The last two split the work for a machine that compiles slowly: the Vagrant box
 # under TCG needs more than half an hour to build what the host builds in a minute
-# (README: "Vagrant"). The binaries are static, so any Linux of the same
+# (docs/vagrant.md). The binaries are static, so any Linux of the same
 # architecture runs them.
 set -euo pipefail
 

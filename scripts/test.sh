@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# svclab's whole test run, as CI runs it (README: "Run the tests"). As root on a
+# svclab's whole test run, as CI runs it (README: "Run it"). As root on a
 # fresh Debian 12 machine it installs what it needs, then runs:
 #   0. scripts/ci/checksources: the repository holds sources only (no tracked
 #      binary, nothing over 1 MB outside docs/bench/);
@@ -21,7 +21,7 @@
 #   5. svclab bench --quick, a smoke test of the benchmark's output;
 #   6. vagrant validate and scripts/provision.sh --check. The Vagrant box that boots
 #      (scripts/ci/vagrant.sh) is a job of its own: on a fresh machine it costs more
-#      than this run's budget leaves (README: "Vagrant").
+#      than this run's budget leaves (docs/vagrant.md).
 # Every spec of every mode must run and pass: a skipped or pending spec fails the run.
 # Reports land in $SVCLAB_TEST_OUT (default: a new directory under /tmp).
 set -euo pipefail
@@ -88,7 +88,7 @@ go test -count=1 -timeout 20m ./lab/... ./vm/... ./cmd/... ./scripts/...
 # kube-proxy-iptables-nft listed (and the two legacy ones) the suite also runs the
 # differential check of svclab's proxier against kube-proxy (label differential).
 # kube-proxy-ipvs needs IPVS, so it runs in the VM step below (part of it, for
-# its time under TCG; README: "Specs").
+# its time under TCG; docs/specs.md).
 step "Ginkgo suite on this kernel ($(uname -r)): iptables-nft, iptables-legacy, and the real kube-proxy (nftables, iptables-nft, iptables-legacy)"
 SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
   iptables-nft,iptables-legacy,kube-proxy-nftables,kube-proxy-iptables-nft,kube-proxy-iptables-legacy
@@ -96,8 +96,8 @@ SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
 # Every spec of ipvs (and of no mode); of kube-proxy-ipvs all but those that
 # build a lab each for little (verify on the topologies other than the seeds',
 # the IPVS differential check, conntrack's lab per spec, supervision, compare's
-# three labs: some 30 more minutes under TCG); they run by hand (README:
-# "Specs"). One process: the guest's two emulated CPUs are the
+# three labs: some 30 more minutes under TCG); they run by hand (docs/specs.md).
+# One process: the guest's two emulated CPUs are the
 # bottleneck, and two or three processes there made each kube-proxy-ipvs lab
 # 5-10 times slower (an API server exited on its own one-minute post-start bound).
 vm_filter='!kube-proxy-ipvs || trace || seeds || services || loadbalancer || dns || distribution || churn || lifecycle'

@@ -51,7 +51,7 @@ type churnResult struct {
 // it at this bound: one rewrite's second without backends fails one connection,
 // as "unreachable". A bound of 1 s added nothing to that (it only turned those
 // failures into timeouts) and failed slow machines instead: under TCG on a
-// loaded host a handshake took over a second (the Vagrant box, README: "Vagrant").
+// loaded host a handshake took over a second (the Vagrant box, docs/vagrant.md).
 const churnTimeout = 10 * time.Second
 
 // churn opens new connections back to back from the client while change runs,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/differential"
+	"github.com/svclab/svclab/lab/proxies"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -37,7 +38,7 @@ var _ = Describe("The differential check: svclab's proxier against kube-proxy", 
 		o := differential.Options{Mode: m.mode.Name, Up: func(ctx context.Context, t *topology.Topology, kubeProxy bool) (differential.Lab, error) {
 			lo := lab.Options{Mode: m.mode.Name, Proxy: proxy.Config{Backend: m.backend}, KubeBinary: kubeBinary}
 			if kubeProxy {
-				lo.KubeProxy = &lab.KubeProxyOptions{}
+				lo.KubeProxy = &proxies.KubeProxyOptions{}
 			} else {
 				lo.ControlPlane = true
 			}

@@ -135,7 +135,7 @@ var _ = Describe("The cluster DNS", Label("dns"), func() {
 				// every question: a lost answer is the race of
 				// kubernetes#56903, or a 5 s stall of the machine, which on a
 				// working kernel is rarer than once in a thousand runs (none
-				// in the runs the README reports).
+				// in the runs docs/kernel.md reports).
 				Expect(lost).To(BeZero(), figures)
 				Expect(after["insert_failed"]-before["insert_failed"]).To(BeZero(), figures)
 
@@ -147,7 +147,7 @@ var _ = Describe("The cluster DNS", Label("dns"), func() {
 			})
 
 			It("keeps answering through the other CoreDNS pod when one is made not ready", func() {
-				proc, err := l.DNSReplica("coredns-1")
+				proc, err := l.DNS().Replica("coredns-1")
 				Expect(err).NotTo(HaveOccurred())
 				var deadIP netip.Addr
 				for _, p := range l.Topology().Pods {
@@ -157,7 +157,7 @@ var _ = Describe("The cluster DNS", Label("dns"), func() {
 				}
 				// deadReady is whether coredns-1 is a ready endpoint of kube-dns.
 				deadReady := func() bool {
-					for _, sp := range l.ServicePorts() {
+					for _, sp := range l.Proxies().ServicePorts() {
 						if sp.Name.NamespacedName() == "kube-system/kube-dns" && sp.Name.Port == "dns" {
 							for _, e := range sp.Endpoints {
 								if e.IP == deadIP {
@@ -205,7 +205,7 @@ var _ = Describe("The cluster DNS", Label("dns"), func() {
 // namespace, with its caches in the lab's run directory as `svclab kubectl`
 // keeps them, and returns its output.
 func kubectl(l *lab.Lab, args ...string) string {
-	argv := append([]string{l.KubeBinary()}, kube.KubectlArgs(l.Kubeconfig(), filepath.Join(filepath.Dir(l.Kubeconfig()), "kubectl-cache"), args...)...)
+	argv := append([]string{l.ControlPlane().Binary()}, kube.KubectlArgs(l.ControlPlane().Kubeconfig(), filepath.Join(filepath.Dir(l.ControlPlane().Kubeconfig()), "kubectl-cache"), args...)...)
 	out, err := namespaces.Output(netnsOf(l, l.Topology().ControlPlane.Name), argv...)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "kubectl %s: %s", strings.Join(args, " "), out)
 	return strings.TrimSpace(string(out))

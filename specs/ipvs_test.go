@@ -237,9 +237,9 @@ var _ = Describe("IPVS mode", Label("ipvs"), func() {
 			var rendered string
 			BeforeAll(func() {
 				l = upLab(parse("ipvs.yaml", ipvsLab), options("", backend))
-				tgt, err := l.Target("node-1")
+				tgt, err := l.Proxies().Target("node-1")
 				Expect(err).NotTo(HaveOccurred())
-				rendered, err = m.mode.Render(tgt, proxy.StateOf(l.ServicePorts()))
+				rendered, err = m.mode.Render(tgt, proxy.StateOf(l.Proxies().ServicePorts()))
 				Expect(err).NotTo(HaveOccurred())
 			})
 			dumpOnFailure(&l)

@@ -137,7 +137,7 @@ var _ = Describe("A load balancer in front of the nodes", Label("loadbalancer"),
 			// hash, its SYNs sent again on the same path): 24 connections all
 			// miss it with probability 2^-24 (6e-8).
 			It("negative control: a load balancer that stops probing keeps the node, and the same count sees its failures", Label("withdrawal"), func() {
-				b, err := l.LoadBalancer("lb")
+				b, err := l.LoadBalancers().Balancer("lb")
 				Expect(err).NotTo(HaveOccurred())
 				Eventually(func() []string { return b.NextHops(netip.MustParseAddr(lbLocalIP)) }).WithTimeout(10 * b.Interval()).Should(ContainElement("node-1"))
 				b.Pause(true)
@@ -266,7 +266,7 @@ type withdrawal struct {
 // intervals (policy Cluster). Readiness and route are restored when the spec
 // ends.
 func withdraw(l *lab.Lab, ip string, local bool) withdrawal {
-	b, err := l.LoadBalancer("lb")
+	b, err := l.LoadBalancers().Balancer("lb")
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	addr := netip.MustParseAddr(ip)
 	ExpectWithOffset(1, b.NextHops(addr)).To(ContainElement("node-1"))

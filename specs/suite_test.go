@@ -25,6 +25,7 @@ import (
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
+	"github.com/svclab/svclab/lab/proxies"
 	"github.com/svclab/svclab/lab/proxy"
 	_ "github.com/svclab/svclab/lab/proxy/iptables"
 	_ "github.com/svclab/svclab/lab/proxy/ipvs"
@@ -112,7 +113,7 @@ func (m modeCase) options() lab.Options {
 	if m.kubeProxy {
 		// kube-proxy's own defaults (minSyncPeriod 1 s included): the specs check
 		// the kube-proxy users run.
-		o.KubeProxy, o.KubeBinary = &lab.KubeProxyOptions{}, kubeBinary
+		o.KubeProxy, o.KubeBinary = &proxies.KubeProxyOptions{}, kubeBinary
 	}
 	return o
 }

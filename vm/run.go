@@ -248,15 +248,18 @@ type bootOutcome struct {
 	qemuOutput string
 }
 
+// boot runs qemu once with accel: it starts qemu with the guest's ports
+// listening, follows the guest until qemu exits, reads what the ports still
+// hold, and judges the run.
 func (b *booter) boot(ctx context.Context, accel string) (bootOutcome, error) {
-	out := bootOutcome{exitCode: -1}
 	// Every KVM boot is watched: KVM that worked yesterday can fail today (a
 	// nested-virtualisation setting changed), and watching costs a working KVM
 	// nothing.
 	watch := accel == AccelKVM
+	st := &bootState{out: bootOutcome{exitCode: -1}, lg: b.lg}
 	sockets, listeners, err := listenPorts(b.dir)
 	if err != nil {
-		return out, fmt.Errorf("vm: guest port sockets: %w", err)
+		return st.out, fmt.Errorf("vm: guest port sockets: %w", err)
 	}
 	defer func() {
 		for _, l := range listeners {
@@ -268,22 +271,88 @@ func (b *booter) boot(ctx context.Context, accel string) (bootOutcome, error) {
 	if !watch {
 		firstLine = nil
 	}
-	start := time.Now()
+	st.start = time.Now()
 	if b.deadline.IsZero() {
-		b.deadline = start.Add(b.c.Timeout)
+		b.deadline = st.start.Add(b.c.Timeout)
 	}
 	p, err := startQemu(b.qemu, args, b.c.Console, firstLine)
 	if err != nil {
-		return out, fmt.Errorf("vm: %w", err)
+		return st.out, fmt.Errorf("vm: %w", err)
 	}
 
-	events := make(chan ctlEvent, 64)
-	var streams sync.WaitGroup
-	conns := make(chan net.Conn, len(guestPorts))
+	st.events = make(chan ctlEvent, 64)
+	streams := b.acceptStreams(listeners, st.events)
+	b.watchQemu(ctx, p, st, firstLine, watch)
+	st.out.total = time.Since(st.start)
+	p.kill() // no-op once exited; makes sure on every other path
+	<-p.exited
+	<-p.consoleDone
+	closeIdle(listeners)
+	streams.wait(listeners)
+	// Late ctl events (the exit line read after qemu ended) still count.
+	st.handlePending()
+	return b.verdict(st, p, watch)
+}
+
+// bootState is what boot learns of one qemu run as it goes.
+type bootState struct {
+	out    bootOutcome
+	start  time.Time
+	lg     logger
+	events chan ctlEvent // the guest's ctl port's
+
+	stopErr  error  // why the runner ended qemu, if it did
+	stalled  string // which watch limit a KVM boot missed
+	failMsg  string // what the guest's /init said when it failed
+	outErr   error  // why /out could not be copied
+	finished bool   // the guest reported its status and sent what it had to
+}
+
+// handle takes in one event of the guest's ctl port.
+func (st *bootState) handle(ev ctlEvent) {
+	switch ev.kind {
+	case "booted":
+		st.out.booted = time.Since(st.start)
+	case "start":
+		st.out.started = time.Since(st.start)
+		st.lg.printf("booted in %.1fs, command started at %.1fs", st.out.booted.Seconds(), st.out.started.Seconds())
+	case "exit":
+		if code, err := strconv.Atoi(ev.arg); err == nil {
+			st.out.exitCode, st.out.reported = code, true
+		}
+	case "done":
+		st.finished = true
+	case "outdone":
+		st.outErr, st.finished = ev.err, true
+	case "fail":
+		st.failMsg = ev.arg
+	}
+}
+
+// handlePending takes in the events waiting in the channel. A limit that passes
+// while /init's "booted" waits there must not count: the events are read first.
+func (st *bootState) handlePending() {
+	for len(st.events) > 0 {
+		st.handle(<-st.events)
+	}
+}
+
+// portStreams are the guest's port streams (ctl, stdout, stderr), each accepted
+// and read by a goroutine of its own.
+type portStreams struct {
+	wg    sync.WaitGroup
+	conns chan net.Conn
+}
+
+// acceptStreams starts the goroutines that accept the guest's ports and read
+// them: ctl into events (an "eof" event when it is never connected), stdout and
+// stderr to the run's writers.
+func (b *booter) acceptStreams(listeners map[string]*net.UnixListener, events chan<- ctlEvent) *portStreams {
+	s := &portStreams{conns: make(chan net.Conn, len(guestPorts))}
 	acceptPort := func(name string, handle func(net.Conn)) {
-		streams.Add(1)
+		s.wg.Add(1)
 		go func() {
-			defer streams.Done()
+			defer s.wg.Done()
 			conn, err := listeners[name].Accept()
 			if err != nil {
 				if name == "svclab.ctl" {
@@ -291,104 +360,24 @@ func (b *booter) boot(ctx context.Context, accel string) (bootOutcome, error) {
 				}
 				return
 			}
-			conns <- conn
+			s.conns <- conn
 			handle(conn)
 		}()
 	}
 	acceptPort("svclab.ctl", func(conn net.Conn) { readCtl(conn, b.c.OutDir, events) })
 	acceptPort("svclab.stdout", func(conn net.Conn) { copyTo(b.c.Stdout, conn) })
 	acceptPort("svclab.stderr", func(conn net.Conn) { copyTo(b.c.Stderr, conn) })
+	return s
+}
 
-	timeout := time.NewTimer(time.Until(b.deadline))
-	defer timeout.Stop()
-	var firstLineTimer, initTimer <-chan time.Time
-	if watch {
-		firstLineTimer = time.After(b.watch.firstLine)
-		initTimer = time.After(b.watch.init)
-	}
-	var (
-		stopErr  error  // why the runner ended qemu, if it did
-		stalled  string // which watch limit a KVM boot missed
-		failMsg  string
-		outErr   error
-		finished bool // the guest reported its status and sent what it had to
-		grace    <-chan time.Time
-	)
-	handle := func(ev ctlEvent) {
-		switch ev.kind {
-		case "booted":
-			out.booted = time.Since(start)
-		case "start":
-			out.started = time.Since(start)
-			b.lg.printf("booted in %.1fs, command started at %.1fs", out.booted.Seconds(), out.started.Seconds())
-		case "exit":
-			if code, err := strconv.Atoi(ev.arg); err == nil {
-				out.exitCode, out.reported = code, true
-			}
-		case "done":
-			finished = true
-		case "outdone":
-			outErr, finished = ev.err, true
-		case "fail":
-			failMsg = ev.arg
-		}
-	}
-	// A limit that passes while /init's "booted" waits in the channel must not
-	// count: the events are read first.
-	handlePending := func() {
-		for len(events) > 0 {
-			handle(<-events)
-		}
-	}
-	sawFirstLine := false
-	ctxDone := ctx.Done()
-loop:
-	for {
-		select {
-		case <-p.exited:
-			break loop
-		case <-ctxDone:
-			ctxDone = nil
-			stopErr = fmt.Errorf("vm: stopped: %w", context.Cause(ctx))
-			p.kill()
-		case <-timeout.C:
-			stopErr = fmt.Errorf("%w after %s (qemu killed; the guest %s)", ErrTimeout, b.c.Timeout, progress(out))
-			p.kill()
-		case <-firstLine:
-			sawFirstLine = true
-			firstLine = nil
-		case <-firstLineTimer:
-			handlePending()
-			if !sawFirstLine && out.booted == 0 {
-				stalled = fmt.Sprintf("the guest kernel printed nothing within %s", b.watch.firstLine)
-				p.kill()
-			}
-		case <-initTimer:
-			handlePending()
-			if out.booted == 0 {
-				stalled = fmt.Sprintf("the guest did not reach /init within %s", b.watch.init)
-				p.kill()
-			}
-		case <-grace:
-			// Everything arrived but the guest did not power off: end it.
-			p.kill()
-		case ev := <-events:
-			handle(ev)
-			if finished && grace == nil {
-				grace = time.After(10 * time.Second)
-			}
-		}
-	}
-	out.total = time.Since(start)
-	p.kill() // no-op once exited; makes sure on every other path
-	<-p.exited
-	<-p.consoleDone
-	closeIdle(listeners)
-	// qemu is gone, so every port stream ends at EOF once its buffered bytes are
-	// read; the bound only guards against a stuck writer.
+// wait waits, once qemu is gone, for every stream to end. Each ends at EOF once
+// its buffered bytes are read; the bound only guards against a stuck writer,
+// whose listeners and connections are then closed.
+func (s *portStreams) wait(listeners map[string]*net.UnixListener) {
 	streamsDone := make(chan struct{})
-	go func() { streams.Wait(); close(streamsDone) }()
+	go func() { s.wg.Wait(); close(streamsDone) }()
 	drain := time.NewTimer(5 * time.Second)
+	defer drain.Stop()
 	select {
 	case <-streamsDone:
 	case <-drain.C:
@@ -398,7 +387,7 @@ loop:
 	closeAll:
 		for {
 			select {
-			case conn := <-conns:
+			case conn := <-s.conns:
 				conn.Close()
 			default:
 				break closeAll
@@ -406,25 +395,82 @@ loop:
 		}
 		<-streamsDone
 	}
-	drain.Stop()
-	// Late ctl events (the exit line read after qemu ended) still count.
-	handlePending()
+}
 
+// watchQemu follows qemu until it exits, taking in the guest's ctl events. It
+// kills qemu when ctx ends, at the deadline, when a watched (KVM) boot misses a
+// limit (the kernel's first console line, /init), and when the guest has sent
+// everything but does not power off.
+func (b *booter) watchQemu(ctx context.Context, p *qemuProcess, st *bootState, firstLine chan struct{}, watch bool) {
+	timeout := time.NewTimer(time.Until(b.deadline))
+	defer timeout.Stop()
+	var firstLineTimer, initTimer <-chan time.Time
+	if watch {
+		firstLineTimer = time.After(b.watch.firstLine)
+		initTimer = time.After(b.watch.init)
+	}
+	var grace <-chan time.Time
+	sawFirstLine := false
+	ctxDone := ctx.Done()
+	for {
+		select {
+		case <-p.exited:
+			return
+		case <-ctxDone:
+			ctxDone = nil
+			st.stopErr = fmt.Errorf("vm: stopped: %w", context.Cause(ctx))
+			p.kill()
+		case <-timeout.C:
+			st.stopErr = fmt.Errorf("%w after %s (qemu killed; the guest %s)", ErrTimeout, b.c.Timeout, progress(st.out))
+			p.kill()
+		case <-firstLine:
+			sawFirstLine = true
+			firstLine = nil
+		case <-firstLineTimer:
+			st.handlePending()
+			if !sawFirstLine && st.out.booted == 0 {
+				st.stalled = fmt.Sprintf("the guest kernel printed nothing within %s", b.watch.firstLine)
+				p.kill()
+			}
+		case <-initTimer:
+			st.handlePending()
+			if st.out.booted == 0 {
+				st.stalled = fmt.Sprintf("the guest did not reach /init within %s", b.watch.init)
+				p.kill()
+			}
+		case <-grace:
+			// Everything arrived but the guest did not power off: end it.
+			p.kill()
+		case ev := <-st.events:
+			st.handle(ev)
+			if st.finished && grace == nil {
+				grace = time.After(10 * time.Second)
+			}
+		}
+	}
+}
+
+// verdict is what boot returns once qemu and the streams are done: the
+// outcome, and the error of a boot the runner stopped or a guest that failed or
+// ended before it reported. A watched boot that did not reach /init is a KVM
+// failure, for the caller to fall back on.
+func (b *booter) verdict(st *bootState, p *qemuProcess, watch bool) (bootOutcome, error) {
+	out := st.out
 	switch {
-	case stopErr != nil:
-		return out, stopErr
+	case st.stopErr != nil:
+		return out, st.stopErr
 	case watch && out.booted == 0:
-		out.kvmFailure = kvmFailure(stalled, p, b.qemu)
+		out.kvmFailure = kvmFailure(st.stalled, p, b.qemu)
 		out.qemuOutput = fmt.Sprintf("qemu stderr:\n%s\nconsole:\n%s", p.stderr.lastLines(10), p.console.lastLines(30))
 		return out, nil
-	case failMsg != "":
-		return out, fmt.Errorf("vm: guest /init failed: %s\nconsole:\n%s", failMsg, p.console.lastLines(20))
+	case st.failMsg != "":
+		return out, fmt.Errorf("vm: guest /init failed: %s\nconsole:\n%s", st.failMsg, p.console.lastLines(20))
 	case !out.reported:
 		return out, fmt.Errorf("vm: the guest ended before reporting the command's exit status (qemu: %v; the guest %s)\nqemu stderr:\n%s\nconsole:\n%s",
 			p.waitErr, progress(out), p.stderr.lastLines(10), p.console.lastLines(30))
-	case outErr != nil:
-		return out, fmt.Errorf("vm: copy guest /out to %s: %w", b.c.OutDir, outErr)
-	case b.c.OutDir != "" && !finished:
+	case st.outErr != nil:
+		return out, fmt.Errorf("vm: copy guest /out to %s: %w", b.c.OutDir, st.outErr)
+	case b.c.OutDir != "" && !st.finished:
 		return out, fmt.Errorf("vm: the guest ended before sending /out to %s", b.c.OutDir)
 	}
 	return out, nil

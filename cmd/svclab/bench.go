@@ -270,45 +270,9 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 		return report.CheckRecord(f.out)
 	}
 
-	modes := splitList(f.modes)
-	var native, missing []string
-	for _, m := range modes {
-		mode, err := proxy.Lookup(m)
-		if err != nil {
-			return usage(err)
-		}
-		if err := mode.Available(); err != nil {
-			missing = append(missing, m)
-			continue
-		}
-		native = append(native, m)
-	}
-	if f.proxyImpl != proxySvclab && f.proxyImpl != proxyKubeProxy {
-		return usage(fmt.Errorf("--proxy %q: want %s or %s", f.proxyImpl, proxySvclab, proxyKubeProxy))
-	}
-	// The real kube-proxy's modes split the same way.
-	var kpNative, kpMissing []string
-	if f.proxyImpl == proxyKubeProxy {
-		for _, m := range splitList(f.kubeProxyModes) {
-			mode, err := proxy.Lookup(m)
-			if err != nil {
-				return usage(fmt.Errorf("--kube-proxy-modes: %w", err))
-			}
-			if err := mode.Available(); err != nil {
-				kpMissing = append(kpMissing, m)
-				continue
-			}
-			kpNative = append(kpNative, m)
-		}
-	}
-	// What needs the VM, as the messages name it.
-	lacking := append(slices.Clone(missing), kubeProxyLabels(kpMissing)...)
-	if f.vmOnly && f.noVM {
-		return usage(errors.New("--vm-only and --no-vm contradict each other"))
-	}
-	useVM := len(lacking) > 0 || f.vmOnly
-	if useVM && f.noVM {
-		return usage(fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(lacking, ", ")))
+	plan, err := planBench(f)
+	if err != nil {
+		return usage(err)
 	}
 	// The output is claimed before anything is spent: bench writes only a
 	// new or empty directory or its own earlier output, whose files (and only
@@ -328,62 +292,122 @@ func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 		}
 		f.kubeBinary = bin
 	}
-	if !useVM {
+	if !plan.useVM {
 		// Every mode runs here: one part, on this kernel.
 		c, err := benchConfig(fs, f, bench.WhereHost)
 		if err != nil {
 			return usage(err)
 		}
-		c.KubeProxyModes = kpNative
+		c.KubeProxyModes = plan.hostKP
 		err = runBenchPart(ctx, c, filepath.Join(f.out, bench.WhereHost), command)
 		return finishBench(f.out, command, err, notRunParts(ctx, f.out, map[string]string{bench.WhereHost: "every mode, natively"}))
 	}
+	return runBenchVMAndHost(ctx, fs, f, plan, command)
+}
+
+// benchPlan is where a bench run's parts run: natively the modes this kernel
+// runs, in svclab's VM the others (all of them with --vm-only).
+type benchPlan struct {
+	// lacking is what needs the VM, as the messages name it: modes, and
+	// kube-proxy's modes as "kube-proxy MODE".
+	lacking []string
+	useVM   bool
+	// hostModes and hostKP are svclab's and kube-proxy's modes run natively;
+	// vmKP kube-proxy's run in the VM (svclab's VM part runs every mode).
+	hostModes, hostKP, vmKP []string
+}
+
+// planBench splits the modes of f (svclab's, and kube-proxy's with --proxy
+// kube-proxy) into those this kernel runs and those that need the VM, and
+// checks the flags that choose between them.
+func planBench(f benchFlags) (benchPlan, error) {
+	native, missing, err := splitAvailable(splitList(f.modes))
+	if err != nil {
+		return benchPlan{}, err
+	}
+	if f.proxyImpl != proxySvclab && f.proxyImpl != proxyKubeProxy {
+		return benchPlan{}, fmt.Errorf("--proxy %q: want %s or %s", f.proxyImpl, proxySvclab, proxyKubeProxy)
+	}
+	// The real kube-proxy's modes split the same way.
+	var kpNative, kpMissing []string
+	if f.proxyImpl == proxyKubeProxy {
+		if kpNative, kpMissing, err = splitAvailable(splitList(f.kubeProxyModes)); err != nil {
+			return benchPlan{}, fmt.Errorf("--kube-proxy-modes: %w", err)
+		}
+	}
+	p := benchPlan{lacking: append(slices.Clone(missing), kubeProxyLabels(kpMissing)...)}
+	if f.vmOnly && f.noVM {
+		return benchPlan{}, errors.New("--vm-only and --no-vm contradict each other")
+	}
+	p.useVM = len(p.lacking) > 0 || f.vmOnly
+	if p.useVM && f.noVM {
+		return benchPlan{}, fmt.Errorf("modes %s cannot run on this kernel and --no-vm forbids svclab's VM", strings.Join(p.lacking, ", "))
+	}
+	// kube-proxy runs in the VM in the modes this kernel cannot run (or all,
+	// with --vm-only).
+	p.vmKP = kpMissing
+	if f.vmOnly {
+		p.vmKP = append(kpNative, kpMissing...)
+	} else {
+		p.hostModes, p.hostKP = native, kpNative
+	}
+	return p, nil
+}
+
+// splitAvailable splits modes into those this kernel runs and those it does
+// not; an unknown mode is an error.
+func splitAvailable(modes []string) (native, missing []string, err error) {
+	for _, m := range modes {
+		mode, err := proxy.Lookup(m)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := mode.Available(); err != nil {
+			missing = append(missing, m)
+			continue
+		}
+		native = append(native, m)
+	}
+	return native, missing, nil
+}
+
+// runBenchVMAndHost runs the VM part, then the host part if the plan has one,
+// each into its own directory of f.out, and reports them apart.
+func runBenchVMAndHost(ctx context.Context, fs *pflag.FlagSet, f benchFlags, plan benchPlan, command string) error {
 	// Check both configurations before spending any time. The VM part compares
 	// every mode asked for (or the defaults).
 	vmConf, err := benchConfig(fs, f, bench.WhereVM)
 	if err != nil {
 		return usage(fmt.Errorf("VM part: %w", err))
 	}
-	// kube-proxy runs in the VM in the modes this kernel cannot run (or all,
-	// with --vm-only).
-	vmConf.KubeProxyModes = kpMissing
-	if f.vmOnly {
-		vmConf.KubeProxyModes = append(kpNative, kpMissing...)
-	}
+	vmConf.KubeProxyModes = plan.vmKP
+	hostPart := len(plan.hostModes)+len(plan.hostKP) > 0
 	var hostConf bench.Config
-	var hostModes []string
-	if !f.vmOnly {
-		hostModes = native
-	}
-	var hostKP []string
-	if !f.vmOnly {
-		hostKP = kpNative
-	}
-	if len(hostModes)+len(hostKP) > 0 {
+	if hostPart {
 		if hostConf, err = benchConfig(fs, f, bench.WhereHost); err != nil {
 			return usage(fmt.Errorf("host part: %w", err))
 		}
-		hostConf.SetModes(hostModes)
-		hostConf.KubeProxyModes = hostKP
+		hostConf.SetModes(plan.hostModes)
+		hostConf.KubeProxyModes = plan.hostKP
 	}
 	why := "--vm-only"
-	if len(lacking) > 0 {
-		why = "this kernel cannot run " + strings.Join(lacking, ", ")
+	if len(plan.lacking) > 0 {
+		why = "this kernel cannot run " + strings.Join(plan.lacking, ", ")
 	}
 	fmt.Fprintf(os.Stderr, "svclab: %s: comparing %s in svclab's VM (one guest kernel), then %s natively; reported apart\n",
 		why, strings.Join(append(slices.Clone(vmConf.Modes), kubeProxyLabels(vmConf.KubeProxyModes)...), ", "),
-		joinOr(append(slices.Clone(hostModes), kubeProxyLabels(hostKP)...), ", ", "nothing"))
+		joinOr(append(slices.Clone(plan.hostModes), kubeProxyLabels(plan.hostKP)...), ", ", "nothing"))
 	// A failed VM part does not stop the host part (unless the run was
 	// stopped): what it measures is reported, and the run still fails.
 	planned := map[string]string{bench.WhereVM: "every mode in svclab's VM"}
-	if len(hostModes)+len(hostKP) > 0 {
-		planned[bench.WhereHost] = strings.Join(append(slices.Clone(hostModes), kubeProxyLabels(hostKP)...), ", ") + " natively"
+	if hostPart {
+		planned[bench.WhereHost] = strings.Join(append(slices.Clone(plan.hostModes), kubeProxyLabels(plan.hostKP)...), ", ") + " natively"
 	}
 	err = runBenchInVM(ctx, f, vmConf, command)
 	if err != nil && ctx.Err() != nil {
 		return finishBench(f.out, command, err, notRunParts(ctx, f.out, planned))
 	}
-	if len(hostModes)+len(hostKP) > 0 {
+	if hostPart {
 		err = errors.Join(err, runBenchPart(ctx, hostConf, filepath.Join(f.out, bench.WhereHost), command))
 	}
 	return finishBench(f.out, command, err, notRunParts(ctx, f.out, planned))

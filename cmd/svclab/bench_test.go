@@ -79,3 +79,38 @@ func TestInterruptedBenchNamesThePartsNotRun(t *testing.T) {
 		t.Errorf("interrupted: %v", notes)
 	}
 }
+
+// planBench splits the modes asked for between this kernel and the VM, and
+// refuses flags that contradict each other or name no mode.
+func TestPlanBench(t *testing.T) {
+	for _, f := range []benchFlags{
+		{modes: "iptables", proxyImpl: proxySvclab, vmOnly: true, noVM: true},
+		{modes: "iptables,nosuch", proxyImpl: proxySvclab},
+		{modes: "iptables", proxyImpl: "kube-router"},
+		{modes: "iptables", proxyImpl: proxyKubeProxy, kubeProxyModes: "nosuch"},
+	} {
+		if _, err := planBench(f); err == nil {
+			t.Errorf("%+v accepted", f)
+		}
+	}
+	// kube-proxy's modes are read only for --proxy kube-proxy.
+	if _, err := planBench(benchFlags{modes: "iptables", proxyImpl: proxySvclab, kubeProxyModes: "nosuch"}); err != nil {
+		t.Errorf("svclab's proxiers: %v", err)
+	}
+	// --vm-only: everything in the VM, nothing natively.
+	p, err := planBench(benchFlags{modes: "iptables,ipvs", proxyImpl: proxyKubeProxy, kubeProxyModes: "iptables,ipvs", vmOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !p.useVM || len(p.hostModes)+len(p.hostKP) != 0 || len(p.vmKP) != 2 {
+		t.Errorf("--vm-only: %+v", p)
+	}
+	// Otherwise every mode runs natively or is lacking, kube-proxy's too.
+	p, err = planBench(benchFlags{modes: "iptables,ipvs,nftables", proxyImpl: proxyKubeProxy, kubeProxyModes: "iptables,ipvs"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.hostModes)+len(p.hostKP)+len(p.lacking) != 5 || p.useVM != (len(p.lacking) > 0) || len(p.hostKP)+len(p.vmKP) != 2 {
+		t.Errorf("split: %+v", p)
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/proxies"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/version"
@@ -113,7 +114,7 @@ func (f *labFlags) options() (lab.Options, error) {
 			return o, err
 		}
 		fragment := flags.Over(file)
-		o.KubeProxy = &lab.KubeProxyOptions{Binary: f.kubeProxyBinary, Fragment: fragment}
+		o.KubeProxy = &proxies.KubeProxyOptions{Binary: f.kubeProxyBinary, Fragment: fragment}
 		// The lab's expectations follow what kube-proxy is told.
 		cfg, _, err := fragment.Decode()
 		if err != nil {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/kubelet"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 )
@@ -176,7 +176,7 @@ func newExecCommand() *cobra.Command {
 			}
 			// A pod's command gets what its kubelet would give it: the
 			// service environment and its resolv.conf.
-			env, binds, err := lab.ExecContext(record.DefaultDir, r, m.Name, os.Environ())
+			env, binds, err := kubelet.ExecContext(record.DefaultDir, r, m.Name, os.Environ())
 			if err != nil {
 				return err
 			}

@@ -31,10 +31,10 @@ func printLab(w io.Writer, l *lab.Lab, background bool) {
 			node = m.Name
 		}
 	}
-	ports := l.ServicePorts()
+	ports := l.Proxies().ServicePorts()
 	ref := l.ID
 	fmt.Fprintln(w)
-	if kc := l.Kubeconfig(); kc != "" {
+	if kc := l.ControlPlane().Kubeconfig(); kc != "" {
 		fmt.Fprintf(w, "API server:    kubeconfig %s (its server is inside the lab)\n", kc)
 		fmt.Fprintf(w, "Use kubectl:   svclab kubectl %s -- get svc\n", ref)
 	}

@@ -67,7 +67,7 @@ tear the lab down. Exit status 0 only if every check passed. Every failed check
 carries the trace of one failing attempt (as svclab trace prints it): every namespace,
 hook and rule it went through, the conntrack entry and how it ended.
 
---flows FILE checks the flows written in FILE instead (see README, "Flows files").
+--flows FILE checks the flows written in FILE instead (see docs/flows.md).
 --plan prints the checks a run would make and what each expects, without root and
 without building anything.
 
@@ -121,7 +121,7 @@ a namespace removed) ends the run with an error saying so, and who took it.`,
 					return fmt.Errorf("%s: %w", r.label, vanishedOr(ctx, err))
 				}
 				p := r.plan
-				if flows == "" && l.Kubeconfig() != "" {
+				if flows == "" && l.ControlPlane().Kubeconfig() != "" {
 					// The API server allocated what the file left out: the
 					// plan follows the lab as it came up.
 					if p, err = planFor(l.Topology(), r.opts, ""); err != nil {

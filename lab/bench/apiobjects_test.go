@@ -40,7 +40,7 @@ func BenchmarkAPILoad(b *testing.B) {
 	services := *apiLoadServices
 	for _, writers := range []int{8, 32, 96} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			w, err := newAPIWriter(ctx, nd.lab.Client())
+			w, err := newAPIWriter(ctx, nd.lab.ControlPlane().Client())
 			if err != nil {
 				b.Fatal(err)
 			}

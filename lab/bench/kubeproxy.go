@@ -8,9 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/internal/progress"
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/proxies"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/traffic"
 )
@@ -141,7 +141,7 @@ func (r *runner) kubeProxyLab(ctx context.Context, n, e int, subjects []Subject)
 		return err
 	}
 	defer func() { err = errors.Join(err, nd.down()) }()
-	api, err := newAPIWriter(ctx, nd.lab.Client())
+	api, err := newAPIWriter(ctx, nd.lab.ControlPlane().Client())
 	if err != nil {
 		return err
 	}
@@ -203,7 +203,7 @@ func (r *runner) kubeProxySubject(ctx context.Context, nd *node, api *apiWriter,
 		var err error
 		stopped, err = r.kubeProxyCapped(ctx, func(ctx context.Context) error {
 			var err error
-			p, err = nd.lab.StartKubeProxy(ctx, lab.KubeProxyRun{Node: nodeName, Mode: s.Mode, Backend: target.Config.Backend})
+			p, err = nd.lab.Proxies().StartKubeProxy(ctx, proxies.KubeProxyRun{Node: nodeName, Mode: s.Mode, Backend: target.Config.Backend})
 			return err
 		})
 		if stopped {
@@ -266,8 +266,9 @@ func (r *runner) kubeProxyRepeat(ctx context.Context, nd *node, api *apiWriter, 
 		limit = r.c.Reps
 	}
 	start := time.Now()
-	var lat, own []time.Duration
-	failed, rep := 0, 0
+	var own []time.Duration
+	var seen probeTally
+	rep := 0
 	for ; rep < limit && r.repetitions(rep, start); rep++ {
 		before, err := metrics.idle(ctx)
 		if err != nil {
@@ -298,20 +299,15 @@ func (r *runner) kubeProxyRepeat(ctx context.Context, nd *node, api *apiWriter, 
 			own = append(own, d.MeanProgrammed)
 			r.addDuration(s, n, e, ph.name+"_kube_programming", rep, d.MeanProgrammed)
 		}
-		if err := r.recordProbe(ctx, s, n, e, ph.name, rep, pr, perr); err != nil {
+		if err := r.recordProbe(ctx, &seen, s, n, e, ph.name, rep, pr, perr); err != nil {
 			return err
 		}
-		if perr != nil {
-			failed++
-			continue
-		}
-		lat = append(lat, pr.Latency)
 	}
 	if rep < r.c.Reps {
 		r.note("%s N=%d E=%d %s: %d of %d repetitions (one takes %s, kube-proxy's minSyncPeriod included; cell budget %s)",
 			s, n, e, ph.name, rep, r.c.Reps, (time.Since(start) / time.Duration(max(rep, 1))).Round(time.Millisecond), r.c.CellBudget)
 	}
-	r.logf("  %s %s: %d repetitions, first connection p50 %s, kube-proxy's network programming p50 %s, %d failed", s, ph.name, rep, median(lat), median(own), failed)
+	r.logf("  %s %s: %d repetitions, first connection p50 %s, kube-proxy's network programming p50 %s, %d failed", s, ph.name, rep, median(seen.lat), median(own), seen.failed)
 	return nil
 }
 

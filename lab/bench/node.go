@@ -68,7 +68,7 @@ func upNode(ctx context.Context, name string, maxE int, pc proberConfig, control
 			n = nil
 		}
 	}()
-	if n.target, err = l.Target(nodeName); err != nil {
+	if n.target, err = l.Proxies().Target(nodeName); err != nil {
 		return n, err
 	}
 	nm, err := l.Member(nodeName)

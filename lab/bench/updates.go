@@ -85,18 +85,27 @@ func (r *runner) repetitions(rep int, start time.Time) bool {
 	return rep < r.c.MinReps && each <= r.c.CellBudget
 }
 
-// recordProbe records what the prober saw of one repetition of phase: its
-// failure (perr), or the latency to the first connection and the poll
-// interval. It returns ctx's error when the run was cut short.
-func (r *runner) recordProbe(ctx context.Context, s Subject, n, e int, phase string, rep int, pr probeResult, perr error) error {
+// probeTally is what the prober saw over one phase's repetitions: the
+// latency to the first connection of each it saw through, and how many failed.
+type probeTally struct {
+	lat    []time.Duration
+	failed int
+}
+
+// recordProbe records what the prober saw of one repetition of phase, and
+// tallies it in t: its failure (perr), or the latency to the first connection
+// and the poll interval. It returns ctx's error when the run was cut short.
+func (r *runner) recordProbe(ctx context.Context, t *probeTally, s Subject, n, e int, phase string, rep int, pr probeResult, perr error) error {
 	if perr != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		t.failed++
 		r.add(s, n, e, phase+"_failed", rep, 1, UnitCount)
 		r.note("%s N=%d E=%d %s repetition %d: %v", s, n, e, phase, rep, perr)
 		return nil
 	}
+	t.lat = append(t.lat, pr.Latency)
 	r.addDuration(s, n, e, phase+"_programming", rep, pr.Latency)
 	r.addDuration(s, n, e, phase+"_poll_interval", rep, pr.Interval)
 	return nil
@@ -107,8 +116,8 @@ func (r *runner) recordProbe(ctx context.Context, s Subject, n, e int, phase str
 func (r *runner) repeat(ctx context.Context, nd *node, st *state, p proxy.Proxier, s Subject, ph phase) error {
 	n, e := st.n, st.e
 	start := time.Now()
-	failed, rep := 0, 0
-	var lat []time.Duration
+	rep := 0
+	var seen probeTally
 	limit := r.c.Reps
 	if ph == phaseChange && len(st.probes) < limit {
 		limit = len(st.probes)
@@ -129,20 +138,15 @@ func (r *runner) repeat(ctx context.Context, nd *node, st *state, p proxy.Proxie
 			return fmt.Errorf("%s sync: %w", ph.name, err)
 		}
 		r.recordSync(s, n, e, ph.name, rep, sd, p)
-		if err := r.recordProbe(ctx, s, n, e, ph.name, rep, pr, perr); err != nil {
+		if err := r.recordProbe(ctx, &seen, s, n, e, ph.name, rep, pr, perr); err != nil {
 			return err
 		}
-		if perr != nil {
-			failed++
-			continue
-		}
-		lat = append(lat, pr.Latency)
 	}
 	if rep < r.c.Reps && rep < limit {
 		r.note("%s N=%d E=%d %s: %d of %d repetitions (one takes %s; cell budget %s)",
 			s, n, e, ph.name, rep, r.c.Reps, (time.Since(start) / time.Duration(rep)).Round(time.Millisecond), r.c.CellBudget)
 	}
-	r.logf("  %s %s: sync and programming over %d repetitions, programming p50 %s, %d failed", s, ph.name, rep, median(lat), failed)
+	r.logf("  %s %s: sync and programming over %d repetitions, programming p50 %s, %d failed", s, ph.name, rep, median(seen.lat), seen.failed)
 	return nil
 }
 

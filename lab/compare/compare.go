@@ -14,6 +14,7 @@ import (
 	"github.com/pmezard/go-difflib/difflib"
 
 	"github.com/svclab/svclab/lab/differential"
+	"github.com/svclab/svclab/lab/proxy/iptables"
 )
 
 // Line is one rule, or one chain's declaration (Rule empty), of a table.
@@ -115,9 +116,6 @@ type table struct {
 	rules  map[string][]string
 }
 
-// ruleCounters is what `iptables-save -c` prints before each rule.
-var ruleCounters = regexp.MustCompile(`^\[\d+:\d+\]\s+`)
-
 // ErrNotADump is the error of input that holds none of what the mode's tools
 // print: no iptables-save table, no ipvsadm virtual server, no ipset set.
 var ErrNotADump = errors.New("not a dump")
@@ -128,7 +126,7 @@ func parseSave(text string) (tables, error) {
 	var canon strings.Builder
 	saw := false
 	for n, line := range strings.Split(text, "\n") {
-		line = ruleCounters.ReplaceAllString(strings.TrimSpace(line), "")
+		line = iptables.CutCounters(strings.TrimSpace(line))
 		if strings.HasPrefix(line, "*") {
 			saw = true
 		}

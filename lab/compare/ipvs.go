@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/svclab/svclab/lab/differential"
+	"github.com/svclab/svclab/lab/proxy/iptables"
 )
 
 // Frontends name a node's Service addresses for IPVS's reports: "TCP
@@ -90,7 +91,7 @@ type ipvsParts struct{ ipvsadm, ipset, iptables string }
 func splitIPVS(text string) ipvsParts {
 	var v, s, t strings.Builder
 	for _, line := range strings.Split(text, "\n") {
-		line = ruleCounters.ReplaceAllString(line, "")
+		line = iptables.CutCounters(line)
 		trimmed := strings.TrimSpace(line)
 		if l, ok := ipvsadmSaved(trimmed); ok {
 			v.WriteString(l + "\n")

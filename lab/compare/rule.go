@@ -18,11 +18,10 @@ import (
 // and --rsource), and quotes comments its own way. Matches keep no order
 // (kube-proxy's matches are independent); each match's options keep theirs.
 func canonicalRule(line string) (chain, rule string, err error) {
-	toks, err := iptables.SplitWords(line)
+	chain, opts, err := iptables.TokenizeRule(line)
 	if err != nil {
 		return "", "", err
 	}
-	chain = toks[1]
 	var base, target []string
 	modules := map[string][]string{}
 	var order []string
@@ -34,63 +33,43 @@ func canonicalRule(line string) (chain, rule string, err error) {
 	}
 	cur := "" // the module options go to; "" before any
 	proto := ""
-	neg := false
-	for i := 2; i < len(toks); i++ {
-		t := toks[i]
-		if t == "!" {
-			neg = true
-			continue
-		}
+	for _, o := range opts {
 		not := ""
-		if neg {
+		if o.Not {
 			not = "! "
-			neg = false
 		}
-		arg := func() string {
-			if i+1 < len(toks) {
-				i++
-				return toks[i]
-			}
-			return ""
-		}
-		switch t {
+		switch o.Name {
 		case "-s", "--src", "--source":
-			base = append(base, not+"-s "+cidr(arg()))
+			base = append(base, not+"-s "+cidr(o.Value()))
 		case "-d", "--dst", "--destination":
-			base = append(base, not+"-d "+cidr(arg()))
+			base = append(base, not+"-d "+cidr(o.Value()))
 		case "-p", "--protocol":
-			proto = strings.ToLower(arg())
+			proto = strings.ToLower(o.Value())
 			base = append(base, not+"-p "+proto)
 			cur = "" // options that follow belong to the protocol's match
 		case "-i", "--in-interface":
-			base = append(base, not+"-i "+arg())
+			base = append(base, not+"-i "+o.Value())
 		case "-o", "--out-interface":
-			base = append(base, not+"-o "+arg())
+			base = append(base, not+"-o "+o.Value())
 		case "-m", "--match":
-			cur = arg()
+			cur = o.Value()
 			module(cur)
 		case "-j", "--jump", "-g", "--goto":
-			target = append(target, "-j "+arg())
+			target = append(target, "-j "+o.Value())
+			target = append(target, o.Values[1:]...)
 			cur = "-j"
 		default:
-			if !strings.HasPrefix(t, "--") {
-				// A value of the option before it.
-				if cur == "-j" {
-					target = append(target, t)
-				} else {
-					modules[cur] = append(modules[cur], t)
-				}
-				continue
-			}
-			if cur == "" || cur == "-j" && len(target) == 0 {
+			if cur == "" {
 				// An option of the protocol's implicit match (-p tcp --dport 80).
 				cur = proto
 				module(cur)
 			}
 			if cur == "-j" {
-				target = append(target, not+t)
+				target = append(target, not+o.Name)
+				target = append(target, o.Values...)
 			} else {
-				modules[cur] = append(modules[cur], not+t)
+				modules[cur] = append(modules[cur], not+o.Name)
+				modules[cur] = append(modules[cur], o.Values...)
 			}
 		}
 	}

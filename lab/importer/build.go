@@ -175,13 +175,17 @@ func (b *builder) readNodes(nodes []Object[corev1.Node]) error {
 			return inputErrorf(n.Where, "metadata.name: node %q is in the input twice", n.Obj.Name)
 		}
 		var ip netip.Addr
+		var v6 []string // the node's IPv6 half, which a lab cannot hold yet
 		for _, a := range n.Obj.Status.Addresses {
 			if a.Type != corev1.NodeInternalIP {
 				continue
 			}
-			if x, err := netip.ParseAddr(a.Address); err == nil && x.Is4() {
+			x, err := netip.ParseAddr(a.Address)
+			switch {
+			case err == nil && x.Is4() && !ip.IsValid():
 				ip = x
-				break
+			case err == nil && x.Is6():
+				v6 = append(v6, "InternalIP "+a.Address)
 			}
 		}
 		if !ip.IsValid() {
@@ -194,13 +198,20 @@ func (b *builder) readNodes(nodes []Object[corev1.Node]) error {
 			cidrs = []string{n.Obj.Spec.PodCIDR}
 		}
 		for _, c := range cidrs {
-			if p, err := netip.ParsePrefix(c); err == nil && p.Addr().Is4() {
-				spec.PodCIDR = p.Masked().String()
-				break
-			}
-			if _, err := netip.ParsePrefix(c); err != nil {
+			p, err := netip.ParsePrefix(c)
+			switch {
+			case err != nil:
 				return inputErrorf(n.Where, "spec.podCIDRs: %q is no CIDR", c)
+			case p.Addr().Is4() && spec.PodCIDR == "":
+				spec.PodCIDR = p.Masked().String()
+			case p.Addr().Is6():
+				v6 = append(v6, "podCIDR "+c)
 			}
+		}
+		if len(v6) > 0 {
+			// A dual-stack node: its IPv4 half is the lab's node; what is
+			// dropped is said, not lost without a word.
+			b.notef("node %s: dual-stack: kept its IPv4 half only, left out its %s (svclab labs are IPv4-only)", n.Obj.Name, strings.Join(v6, ", "))
 		}
 		b.nodes[n.Obj.Name] = spec
 		b.byIP[ip] = n.Obj.Name

@@ -61,8 +61,8 @@ items:
 - apiVersion: v1
   kind: Node
   metadata: {name: a.example.com}
-  spec: {podCIDR: 10.244.0.0/24}
-  status: {addresses: [{type: InternalIP, address: 192.168.5.10}, {type: InternalIP, address: "fd00::10"}]}
+  spec: {podCIDR: 10.244.0.0/24, podCIDRs: [10.244.0.0/24, "fd00:10:244::/64"]}
+  status: {addresses: [{type: InternalIP, address: "fd00::10"}, {type: InternalIP, address: 192.168.5.10}]}
 - apiVersion: v1
   kind: Node
   metadata: {name: b}
@@ -156,7 +156,8 @@ func TestImportKeepsConditionsAndCuts(t *testing.T) {
 		t.Errorf("%d endpoints, want 4", n)
 	}
 	notes := strings.Join(res.Notes, "\n")
-	for _, w := range []string{"node a.example.com: named a-example-com", "dual-stack: kept its IPv4 ClusterIP 10.96.5.5", "load balancer ingress lb.example.com left out",
+	for _, w := range []string{"node a.example.com: named a-example-com",
+		"node a.example.com: dual-stack: kept its IPv4 half only, left out its InternalIP fd00::10, podCIDR fd00:10:244::/64", "dual-stack: kept its IPv4 ClusterIP 10.96.5.5", "load balancer ingress lb.example.com left out",
 		"addressType IPv6 left out", "zone and hints left out", "1 Deployment"} {
 		if !strings.Contains(notes, w) {
 			t.Errorf("notes lack %q:\n%s", w, notes)

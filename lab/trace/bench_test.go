@@ -14,7 +14,7 @@ import (
 
 // The cost of one trace, on the built-in web.yaml in svclab's iptables mode
 // (both backends). Run as root, in a private mount namespace on a shared
-// machine (see README, "Tracing a packet"):
+// machine (see docs/tracing.md):
 //
 //	go test -run XXX -bench . -benchtime 10x ./lab/trace/
 //

@@ -52,7 +52,7 @@ const (
 	// made only after a timeout: a refusal is a single ICMP error (or reset)
 	// that CI once saw missing among about 10^4 refusals within the budget, and
 	// an ICMP redirect the node sent the same client just before suppresses it
-	// (see README, "What the kernel showed us"). A flow that is dropped, not
+	// (see docs/kernel.md, "What the kernel showed us"). A flow that is dropped, not
 	// rejected, times out on both attempts and fails.
 	refuseAttempts = 2
 	// icmpInterval is net.ipv4.icmp_ratelimit's default, the time one more ICMP
@@ -200,7 +200,7 @@ func execute(ctx context.Context, l Lab, p Plan, label string, b Bounds, wt *wat
 	// errors for each client: one client's checks in sequence within that
 	// budget, different clients side by side. Answered flows that a node
 	// forwards out of the interface they came in by make it send their client
-	// ICMP redirects, which spend the same budget (see README).
+	// ICMP redirects, which spend the same budget (see docs/kernel.md).
 	bySource := map[netip.Addr][]int{}
 	for _, i := range refused {
 		src := flows[i].Source.IP

@@ -90,181 +90,249 @@ func externalPolicyLocal(sp *proxy.ServicePort) bool {
 	return sp.ExternalLocal && sp.ExternallyAccessible()
 }
 
+// writePortCurrent writes one Service port's rules: its frontends in the
+// shared chains (KUBE-SERVICES, KUBE-EXTERNAL-SERVICES, KUBE-PROXY-FIREWALL,
+// KUBE-NODEPORTS), then its own chains, in kube-proxy's order.
 func writePortCurrent(b *builder, c Config, sp *proxy.ServicePort, large, nfacct bool) {
-	v := c.Version
-	n := namesOf(sp, v)
-	svc := sp.Name.NamespacedName()
-	proto := n.protocol
-	port := strconv.Itoa(sp.Port)
+	p := planPortCurrent(c, sp)
+	p.writeClusterIP(b)
+	p.writeExternalAddresses(b)
+	p.writeNodePort(b, c, nfacct)
+	p.writeHealthCheck(b)
+	// From here on every chain belongs to the Service: a partial sync rewrites them
+	// only when the Service or its endpoints changed.
+	p.writeInternalMasquerade(b, c)
+	p.writeExternalChain(b, c)
+	p.writeFirewallChain(b, c)
+	if p.usesClusterChain {
+		b.declare("nat", p.n.svc, p.svc)
+		writeToEndpoints(b, c.Version, sp, p.n, p.n.svc, p.cat.Cluster, large)
+	}
+	if p.usesLocalChain {
+		b.declare("nat", p.n.svl, p.svc)
+		writeToEndpoints(b, c.Version, sp, p.n, p.n.svl, p.cat.Local, large)
+	}
+	for _, e := range p.cat.All {
+		writeEndpointChain(b, c.Version, sp, p.n, e, large)
+	}
+}
+
+// portCurrent is what writePortCurrent works out about one Service port before
+// it writes a rule: the port's chains, which of them it uses, and where its
+// internal (ClusterIP) and external (external IP, load balancer IP, NodePort)
+// traffic goes.
+type portCurrent struct {
+	sp          *proxy.ServicePort
+	n           portNames
+	svc         string // namespace/name: the Service the port's chains belong to
+	proto, port string
+	cat         proxy.Categorized
+
+	usesClusterChain, usesLocalChain, usesExtChain, usesFWChain bool
+	// Internal traffic goes to internalChain (KUBE-SVC- or KUBE-SVL-) when
+	// hasInternal; else internalTarget (REJECT or DROP) refuses it, saying
+	// internalComment. External traffic likewise.
+	internalChain, internalTarget, internalComment string
+	externalChain, externalTarget, externalComment string
+	hasInternal, hasExternal                       bool
+	// loadBalancerChain takes a load balancer IP's traffic: KUBE-FW- when the
+	// port has source ranges, KUBE-EXT- otherwise.
+	loadBalancerChain string
+	// clusterIPMatch matches the port's ClusterIP traffic.
+	clusterIPMatch []string
+}
+
+func planPortCurrent(c Config, sp *proxy.ServicePort) *portCurrent {
+	n := namesOf(sp, c.Version)
 	cat := proxy.Categorize(sp, c.Node.Name)
+	p := &portCurrent{sp: sp, n: n, svc: sp.Name.NamespacedName(), proto: n.protocol, port: strconv.Itoa(sp.Port), cat: cat}
 
-	usesClusterChain := len(cat.Cluster) > 0 && (!sp.InternalLocal || sp.ExternallyAccessible())
-	usesLocalChain := len(cat.Local) > 0 && (sp.InternalLocal || externalPolicyLocal(sp))
+	p.usesClusterChain = len(cat.Cluster) > 0 && (!sp.InternalLocal || sp.ExternallyAccessible())
+	p.usesLocalChain = len(cat.Local) > 0 && (sp.InternalLocal || externalPolicyLocal(sp))
 
-	internalChain, hasInternal := n.svc, cat.HasAny
+	p.internalChain, p.hasInternal = n.svc, cat.HasAny
 	if sp.InternalLocal {
-		internalChain = n.svl
+		p.internalChain = n.svl
 		if len(cat.Local) == 0 {
-			hasInternal = false
+			p.hasInternal = false
 		}
 	}
-	externalChain, hasExternal := n.svc, cat.HasAny
+	p.externalChain, p.hasExternal = n.svc, cat.HasAny
 	if externalPolicyLocal(sp) {
-		externalChain = n.svl
+		p.externalChain = n.svl
 		if len(cat.Local) == 0 {
-			hasExternal = false
+			p.hasExternal = false
 		}
 	}
-	usesExtChain := cat.HasAny && sp.ExternallyAccessible()
+	p.usesExtChain = cat.HasAny && sp.ExternallyAccessible()
 
 	// Without endpoints anywhere the port's traffic is rejected, so clients hear
 	// at once; with endpoints elsewhere but none here for a Local policy it is
 	// dropped, as it must not leave the node.
-	var internalTarget, internalComment, externalTarget, externalComment string
 	if !cat.HasAny {
-		internalTarget, internalComment = "REJECT", n.portName+" has no endpoints"
-		externalTarget, externalComment = internalTarget, internalComment
+		p.internalTarget, p.internalComment = "REJECT", n.portName+" has no endpoints"
+		p.externalTarget, p.externalComment = p.internalTarget, p.internalComment
 	} else {
-		if !hasInternal {
-			internalTarget, internalComment = "DROP", n.portName+" has no local endpoints"
+		if !p.hasInternal {
+			p.internalTarget, p.internalComment = "DROP", n.portName+" has no local endpoints"
 		}
-		if !hasExternal {
-			externalTarget, externalComment = "DROP", n.portName+" has no local endpoints"
+		if !p.hasExternal {
+			p.externalTarget, p.externalComment = "DROP", n.portName+" has no local endpoints"
 		}
 	}
 
-	clusterIPMatch := []string{"-m", "comment", "--comment", n.portName + " cluster IP",
-		"-m", proto, "-p", proto, "-d", sp.ClusterIP.String(), "--dport", port}
-	if hasInternal {
-		b.add("nat", xtables.ChainServices, words(clusterIPMatch, []string{"-j", internalChain})...)
-	} else {
-		b.add("filter", xtables.ChainServices, "-m", "comment", "--comment", internalComment,
-			"-m", proto, "-p", proto, "-d", sp.ClusterIP.String(), "--dport", port, "-j", internalTarget)
+	p.clusterIPMatch = []string{"-m", "comment", "--comment", n.portName + " cluster IP",
+		"-m", p.proto, "-p", p.proto, "-d", sp.ClusterIP.String(), "--dport", p.port}
+	p.usesFWChain = cat.HasAny && sp.UsesFirewall()
+	p.loadBalancerChain = n.ext
+	if p.usesFWChain {
+		p.loadBalancerChain = n.fw
 	}
+	return p
+}
 
-	// External IPs and load balancer IPs take external traffic, as NodePorts do;
-	// a load balancer IP with source ranges goes through its firewall chain
-	// first, whose sources that fall through are dropped in the filter table.
+// writeClusterIP writes the ClusterIP's rule in KUBE-SERVICES: to the internal
+// chain, or refusing.
+func (p *portCurrent) writeClusterIP(b *builder) {
+	if p.hasInternal {
+		b.add("nat", xtables.ChainServices, words(p.clusterIPMatch, []string{"-j", p.internalChain})...)
+	} else {
+		b.add("filter", xtables.ChainServices, "-m", "comment", "--comment", p.internalComment,
+			"-m", p.proto, "-p", p.proto, "-d", p.sp.ClusterIP.String(), "--dport", p.port, "-j", p.internalTarget)
+	}
+}
+
+// writeExternalAddresses writes the rules of external IPs and load balancer
+// IPs: they take external traffic, as NodePorts do; a load balancer IP with
+// source ranges goes through its firewall chain first, whose sources that fall
+// through are dropped in the filter table.
+func (p *portCurrent) writeExternalAddresses(b *builder) {
+	n := p.n
 	addrMatch := func(a netip.Addr) []string {
-		return []string{"-m", proto, "-p", proto, "-d", a.String(), "--dport", port}
+		return []string{"-m", p.proto, "-p", p.proto, "-d", a.String(), "--dport", p.port}
 	}
-	for _, a := range sp.ExternalIPs {
-		if cat.HasAny {
+	for _, a := range p.sp.ExternalIPs {
+		if p.cat.HasAny {
 			b.add("nat", xtables.ChainServices, words([]string{"-m", "comment", "--comment", n.portName + " external IP"}, addrMatch(a), []string{"-j", n.ext})...)
 		}
-		if !hasExternal {
-			b.add("filter", xtables.ChainExternalServices, words([]string{"-m", "comment", "--comment", externalComment}, addrMatch(a), []string{"-j", externalTarget})...)
+		if !p.hasExternal {
+			b.add("filter", xtables.ChainExternalServices, words([]string{"-m", "comment", "--comment", p.externalComment}, addrMatch(a), []string{"-j", p.externalTarget})...)
 		}
 	}
-	usesFWChain := cat.HasAny && sp.UsesFirewall()
-	loadBalancerChain := n.ext
-	if usesFWChain {
-		loadBalancerChain = n.fw
-	}
-	for _, a := range sp.LoadBalancerIPs {
-		if cat.HasAny {
-			b.add("nat", xtables.ChainServices, words([]string{"-m", "comment", "--comment", n.portName + " loadbalancer IP"}, addrMatch(a), []string{"-j", loadBalancerChain})...)
+	for _, a := range p.sp.LoadBalancerIPs {
+		if p.cat.HasAny {
+			b.add("nat", xtables.ChainServices, words([]string{"-m", "comment", "--comment", n.portName + " loadbalancer IP"}, addrMatch(a), []string{"-j", p.loadBalancerChain})...)
 		}
-		if usesFWChain {
+		if p.usesFWChain {
 			b.add("filter", xtables.ChainProxyFirewall, words([]string{"-m", "comment", "--comment", n.portName + " traffic not accepted by " + n.fw}, addrMatch(a), []string{"-j", "DROP"})...)
 		}
 	}
-	if !hasExternal {
-		for _, a := range sp.LoadBalancerIPs {
-			b.add("filter", xtables.ChainExternalServices, words([]string{"-m", "comment", "--comment", externalComment}, addrMatch(a), []string{"-j", externalTarget})...)
+	if !p.hasExternal {
+		for _, a := range p.sp.LoadBalancerIPs {
+			b.add("filter", xtables.ChainExternalServices, words([]string{"-m", "comment", "--comment", p.externalComment}, addrMatch(a), []string{"-j", p.externalTarget})...)
 		}
 	}
+}
 
-	if sp.NodePort != 0 {
-		nodePort := strconv.Itoa(sp.NodePort)
-		if cat.HasAny {
-			if nfacct && c.LocalhostNodePorts {
-				b.add("nat", xtables.ChainNodePorts, "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
-					"-d", "127.0.0.0/8", "--dport", nodePort,
-					"-m", "nfacct", "--nfacct-name", nfacctLocalhostNodePort, "-j", n.ext)
-			}
+// writeNodePort writes the NodePort's rules: in KUBE-NODEPORTS (with a counted
+// one for 127.0.0.0/8 first, with nfacct and localhost NodePorts), or refusing.
+func (p *portCurrent) writeNodePort(b *builder, c Config, nfacct bool) {
+	if p.sp.NodePort == 0 {
+		return
+	}
+	n, proto := p.n, p.proto
+	nodePort := strconv.Itoa(p.sp.NodePort)
+	if p.cat.HasAny {
+		if nfacct && c.LocalhostNodePorts {
 			b.add("nat", xtables.ChainNodePorts, "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
-				"--dport", nodePort, "-j", n.ext)
+				"-d", "127.0.0.0/8", "--dport", nodePort,
+				"-m", "nfacct", "--nfacct-name", nfacctLocalhostNodePort, "-j", n.ext)
 		}
-		if !hasExternal {
-			b.add("filter", xtables.ChainExternalServices, "-m", "comment", "--comment", externalComment,
-				"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", nodePort, "-j", externalTarget)
-		}
+		b.add("nat", xtables.ChainNodePorts, "-m", "comment", "--comment", n.portName, "-m", proto, "-p", proto,
+			"--dport", nodePort, "-j", n.ext)
 	}
+	if !p.hasExternal {
+		b.add("filter", xtables.ChainExternalServices, "-m", "comment", "--comment", p.externalComment,
+			"-m", "addrtype", "--dst-type", "LOCAL", "-m", proto, "-p", proto, "--dport", nodePort, "-j", p.externalTarget)
+	}
+}
 
-	if sp.HealthCheckNodePort != 0 {
-		// The health check port must be reachable whether or not this node has
-		// endpoints: answering 503 is its job.
-		b.add("filter", xtables.ChainNodePorts, "-m", "comment", "--comment", n.portName+" health check node port",
-			"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(sp.HealthCheckNodePort), "-j", "ACCEPT")
+// writeHealthCheck accepts the health check NodePort. It must be reachable
+// whether or not this node has endpoints: answering 503 is its job.
+func (p *portCurrent) writeHealthCheck(b *builder) {
+	if p.sp.HealthCheckNodePort == 0 {
+		return
 	}
+	b.add("filter", xtables.ChainNodePorts, "-m", "comment", "--comment", p.n.portName+" health check node port",
+		"-m", "tcp", "-p", "tcp", "--dport", strconv.Itoa(p.sp.HealthCheckNodePort), "-j", "ACCEPT")
+}
 
-	// From here on every chain belongs to the Service: a partial sync rewrites them
-	// only when the Service or its endpoints changed.
-	if hasInternal {
-		if c.MasqueradeAll {
-			b.add("nat", internalChain, words(clusterIPMatch, []string{"-j", xtables.ChainMarkMasq})...)
-		} else if c.Local.Implemented() {
-			// Traffic to a ClusterIP from outside the pod network (a node, a
-			// router with a route to the service range) is masqueraded, since the
-			// endpoint may be on another node and must answer through this one.
-			b.add("nat", internalChain, words(clusterIPMatch, c.Local.IfNotLocal(), []string{"-j", xtables.ChainMarkMasq})...)
-		}
+// writeInternalMasquerade writes the internal chain's first rule: which
+// ClusterIP traffic is masqueraded.
+func (p *portCurrent) writeInternalMasquerade(b *builder, c Config) {
+	if !p.hasInternal {
+		return
 	}
+	if c.MasqueradeAll {
+		b.add("nat", p.internalChain, words(p.clusterIPMatch, []string{"-j", xtables.ChainMarkMasq})...)
+	} else if c.Local.Implemented() {
+		// Traffic to a ClusterIP from outside the pod network (a node, a
+		// router with a route to the service range) is masqueraded, since the
+		// endpoint may be on another node and must answer through this one.
+		b.add("nat", p.internalChain, words(p.clusterIPMatch, c.Local.IfNotLocal(), []string{"-j", xtables.ChainMarkMasq})...)
+	}
+}
 
-	if usesExtChain {
-		b.declare("nat", n.ext, svc)
-		if !externalPolicyLocal(sp) {
-			// Policy Cluster may send the packet to another node: masquerade, so
-			// the reply comes back through this one.
-			b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade traffic for "+n.portName+" external destinations", "-j", xtables.ChainMarkMasq)
-		} else {
-			if c.Local.Implemented() {
-				// A pod reaching a NodePort or LB address is treated as if it had
-				// gone out to a load balancer and come back: no traffic policy.
-				b.add("nat", n.ext, words([]string{"-m", "comment", "--comment", "pod traffic for " + n.portName + " external destinations"},
-					c.Local.IfLocal(), []string{"-j", n.svc})...)
-			}
-			// The node itself talking to its own NodePort has a local source
-			// address that must not reach another node unmasqueraded.
-			b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade LOCAL traffic for "+n.portName+" external destinations",
-				"-m", "addrtype", "--src-type", "LOCAL", "-j", xtables.ChainMarkMasq)
-			b.add("nat", n.ext, "-m", "comment", "--comment", "route LOCAL traffic for "+n.portName+" external destinations",
-				"-m", "addrtype", "--src-type", "LOCAL", "-j", n.svc)
-		}
-		if hasExternal {
-			b.add("nat", n.ext, "-j", externalChain)
-		}
+// writeExternalChain writes KUBE-EXT-: masquerading as the external policy
+// asks, then on to the external chain.
+func (p *portCurrent) writeExternalChain(b *builder, c Config) {
+	if !p.usesExtChain {
+		return
 	}
+	n := p.n
+	b.declare("nat", n.ext, p.svc)
+	if !externalPolicyLocal(p.sp) {
+		// Policy Cluster may send the packet to another node: masquerade, so
+		// the reply comes back through this one.
+		b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade traffic for "+n.portName+" external destinations", "-j", xtables.ChainMarkMasq)
+	} else {
+		if c.Local.Implemented() {
+			// A pod reaching a NodePort or LB address is treated as if it had
+			// gone out to a load balancer and come back: no traffic policy.
+			b.add("nat", n.ext, words([]string{"-m", "comment", "--comment", "pod traffic for " + n.portName + " external destinations"},
+				c.Local.IfLocal(), []string{"-j", n.svc})...)
+		}
+		// The node itself talking to its own NodePort has a local source
+		// address that must not reach another node unmasqueraded.
+		b.add("nat", n.ext, "-m", "comment", "--comment", "masquerade LOCAL traffic for "+n.portName+" external destinations",
+			"-m", "addrtype", "--src-type", "LOCAL", "-j", xtables.ChainMarkMasq)
+		b.add("nat", n.ext, "-m", "comment", "--comment", "route LOCAL traffic for "+n.portName+" external destinations",
+			"-m", "addrtype", "--src-type", "LOCAL", "-j", n.svc)
+	}
+	if p.hasExternal {
+		b.add("nat", n.ext, "-j", p.externalChain)
+	}
+}
 
-	if usesFWChain {
-		// Allowed sources go on to the external chain. A node in one of the
-		// ranges may also reach the load balancer IP from itself, with the IP
-		// as its source when it holds it as a local address.
-		b.declare("nat", n.fw, svc)
-		comment := []string{"-m", "comment", "--comment", n.portName + " loadbalancer IP"}
-		for _, r := range sp.SourceRanges {
-			b.add("nat", n.fw, words(comment, []string{"-s", r.String(), "-j", n.ext})...)
+// writeFirewallChain writes KUBE-FW-: allowed sources go on to the external
+// chain. A node in one of the ranges may also reach the load balancer IP from
+// itself, with the IP as its source when it holds it as a local address.
+func (p *portCurrent) writeFirewallChain(b *builder, c Config) {
+	if !p.usesFWChain {
+		return
+	}
+	n := p.n
+	b.declare("nat", n.fw, p.svc)
+	comment := []string{"-m", "comment", "--comment", n.portName + " loadbalancer IP"}
+	for _, r := range p.sp.SourceRanges {
+		b.add("nat", n.fw, words(comment, []string{"-s", r.String(), "-j", n.ext})...)
+	}
+	if p.sp.RangesHold(c.Node.IP) {
+		for _, a := range p.sp.LoadBalancerIPs {
+			b.add("nat", n.fw, words(comment, []string{"-s", a.String(), "-j", n.ext})...)
 		}
-		if sp.RangesHold(c.Node.IP) {
-			for _, a := range sp.LoadBalancerIPs {
-				b.add("nat", n.fw, words(comment, []string{"-s", a.String(), "-j", n.ext})...)
-			}
-		}
-		b.add("nat", n.fw, "-m", "comment", "--comment", "other traffic to "+n.portName+" will be dropped by KUBE-PROXY-FIREWALL")
 	}
-
-	if usesClusterChain {
-		b.declare("nat", n.svc, svc)
-		writeToEndpoints(b, v, sp, n, n.svc, cat.Cluster, large)
-	}
-	if usesLocalChain {
-		b.declare("nat", n.svl, svc)
-		writeToEndpoints(b, v, sp, n, n.svl, cat.Local, large)
-	}
-	for _, e := range cat.All {
-		writeEndpointChain(b, v, sp, n, e, large)
-	}
+	b.add("nat", n.fw, "-m", "comment", "--comment", "other traffic to "+n.portName+" will be dropped by KUBE-PROXY-FIREWALL")
 }
 
 // writeToEndpoints writes a policy chain (KUBE-SVC- or KUBE-SVL-): with ClientIP

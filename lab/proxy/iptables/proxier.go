@@ -150,8 +150,8 @@ func (p *Proxier) open() error {
 	}
 	if p.cfg.Version.AtLeast(1, 31) {
 		// kube-proxy goes on without nfacct when the kernel lacks it, and so do we.
-		if p.acct, err = openNFAcct(p.node.File); err != nil {
-			p.acct = nil
+		if s, err := proxy.OpenNetfilterSocket(p.node.File); err == nil {
+			p.acct = &nfacct{s}
 		}
 	}
 	if p.apply == ApplyPerRule {

@@ -128,23 +128,24 @@ func kindOf(f proxy.Forwarding) string {
 	return f.Verdict.String()
 }
 
-// TestParseRule reads iptables-save's quoting and negations.
+// TestParseRule reads what a rule does from its options (TestTokenizeRule
+// reads the options): a negated source, an affinity check, a refusal.
 func TestParseRule(t *testing.T) {
-	r, err := parseRule(`-A KUBE-SVC-X ! -s 10.244.0.0/16 -d 10.96.0.1/32 -p tcp -m comment --comment "default/web:http \"cluster\" IP" -m tcp --dport 80 -j KUBE-MARK-MASQ`)
+	r, err := parseRule(`-A KUBE-SVC-X ! -s 10.244.0.0/16 -d 10.96.0.1/32 -p tcp -m tcp --dport 80 -j KUBE-MARK-MASQ`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.chain != "KUBE-SVC-X" || r.src != "!10.244.0.0/16" || r.dst != "10.96.0.1/32" || r.proto != "tcp" || r.dport != "80" || r.target != "KUBE-MARK-MASQ" || r.other != "" {
 		t.Errorf("parsed %+v", *r)
 	}
-	r, err = parseRule(`-A KUBE-SVC-X -m comment --comment "a -> b" -m recent --rcheck --seconds 10800 --reap --name KUBE-SEP-Y --mask 255.255.255.255 --rsource -j KUBE-SEP-Y`)
+	r, err = parseRule(`-A KUBE-SVC-X -m recent --rcheck --seconds 10800 --reap --name KUBE-SEP-Y --mask 255.255.255.255 --rsource -j KUBE-SEP-Y`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !r.recentCheck || r.seconds != "10800" || r.target != "KUBE-SEP-Y" || r.other != "" {
 		t.Errorf("parsed %+v", *r)
 	}
-	r, err = parseRule(`-A KUBE-EXTERNAL-SERVICES -p tcp -m comment --comment "default/x has no endpoints" -m addrtype --dst-type LOCAL -m tcp --dport 30100 -j REJECT --reject-with icmp-port-unreachable`)
+	r, err = parseRule(`-A KUBE-EXTERNAL-SERVICES -p tcp -m addrtype --dst-type LOCAL -m tcp --dport 30100 -j REJECT --reject-with icmp-port-unreachable`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,6 +153,6 @@ func TestParseRule(t *testing.T) {
 		t.Errorf("parsed %+v", *r)
 	}
 	if _, err := parseRule(`-A KUBE-X -m comment --comment "unterminated`); err == nil {
-		t.Error("an unterminated quote was accepted")
+		t.Error("a rule that does not tokenize was accepted")
 	}
 }

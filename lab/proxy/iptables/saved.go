@@ -43,20 +43,12 @@ func (r *savedRule) conditional() bool {
 // savedTable is one table of iptables-save output: each chain's rules in order.
 type savedTable map[string][]*savedRule
 
-// valueOptions are the options iptables-save prints with a value after them.
-var valueOptions = map[string]bool{
-	"-m": true, "--mode": true, "--name": true, "--comment": true, "--probability": true, "--mark": true,
-	"--nfacct-name": true, "--ctstate": true, "--src-type": true, "--dst-type": true, "--to-destination": true,
-	"-s": true, "-d": true, "-p": true, "--dport": true, "--sport": true, "--seconds": true, "-j": true,
-	"-i": true, "-o": true, "--or-mark": true, "--xor-mark": true, "--set-xmark": true, "--mask": true,
-	"--reject-with": true, "--physdev-in": true, "--physdev-out": true, "--match-set": true,
-}
-
-// parseSave reads the output of iptables-save for one table.
+// parseSave reads the output of iptables-save for one table, with or without
+// counters.
 func parseSave(out []byte) (savedTable, error) {
 	t := savedTable{}
 	for n, line := range strings.Split(string(out), "\n") {
-		if !strings.HasPrefix(line, "-A ") {
+		if !strings.HasPrefix(CutCounters(line), "-A ") {
 			continue
 		}
 		r, err := parseRule(line)
@@ -70,36 +62,23 @@ func parseSave(out []byte) (savedTable, error) {
 
 // parseRule reads one "-A CHAIN ..." line.
 func parseRule(line string) (*savedRule, error) {
-	words, err := SplitWords(line)
+	chain, opts, err := TokenizeRule(line)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", err, line)
 	}
-	r := &savedRule{chain: words[1], line: line}
-	negate := false
-	for i := 2; i < len(words); i++ {
-		w := words[i]
-		if w == "!" {
-			negate = true
-			continue
-		}
-		val := ""
-		if valueOptions[w] {
-			if i+1 >= len(words) {
-				return nil, fmt.Errorf("%s without a value: %s", w, line)
-			}
-			i++
-			val = words[i]
-		}
-		if negate {
+	r := &savedRule{chain: chain, line: line}
+	for _, o := range opts {
+		val := o.Value()
+		if o.Not {
 			val = "!" + val
 		}
-		switch w {
+		switch o.Name {
 		case "-m", "--comment", "--mode", "--name", "--set", "--reap", "--rsource", "--mask",
 			"--nfacct-name", "--random-fully", "--or-mark", "--xor-mark", "--set-xmark", "--reject-with":
 			// Modules are named by their options; comments, counters, affinity
 			// bookkeeping and target options match every packet.
-			if negate {
-				r.other = w
+			if o.Not {
+				r.other = o.Name
 			}
 		case "-s":
 			r.src = val
@@ -126,18 +105,112 @@ func parseRule(line string) (*savedRule, error) {
 		default:
 			// --mark, --ctstate, -i, -o and whatever else: the rule is for some
 			// packets only.
-			r.other = w
+			r.other = o.Name
 		}
-		negate = false
 	}
 	return r, nil
 }
 
-// SplitWords splits an iptables-save line into words: a word in double quotes
+// SavedOption is one option of a rule as iptables-save prints it: "-s
+// 10.244.1.10/32", "! --mark 0x4000/0x4000", "-m tcp", "--rcheck",
+// "--match-set KUBE-CLUSTER-IP dst,dst".
+type SavedOption struct {
+	// Name is the option as written: "-s", "-m", "--dport", "-j".
+	Name string
+	// Not tells that a "!" stood before it.
+	Not bool
+	// Values are the words after it that are its own: none for a flag.
+	Values []string
+}
+
+// Value is the option's first value, "" for a flag.
+func (o SavedOption) Value() string {
+	if len(o.Values) == 0 {
+		return ""
+	}
+	return o.Values[0]
+}
+
+// oneValue are the options that take the word after them as their value
+// whatever it looks like (a comment may start with a dash); any other word
+// that does not start with a dash is a value of the option before it.
+var oneValue = map[string]bool{
+	"-s": true, "--src": true, "--source": true, "-d": true, "--dst": true, "--destination": true,
+	"-p": true, "--protocol": true, "-i": true, "--in-interface": true, "-o": true, "--out-interface": true,
+	"-m": true, "--match": true, "-j": true, "--jump": true, "-g": true, "--goto": true,
+	"--mode": true, "--name": true, "--comment": true, "--probability": true, "--mark": true,
+	"--nfacct-name": true, "--ctstate": true, "--src-type": true, "--dst-type": true, "--to-destination": true,
+	"--dport": true, "--sport": true, "--seconds": true, "--or-mark": true, "--xor-mark": true,
+	"--set-xmark": true, "--mask": true, "--reject-with": true, "--physdev-in": true, "--physdev-out": true,
+	"--match-set": true,
+}
+
+// TokenizeRule splits one rule of iptables-save output, "-A CHAIN ..." with or
+// without the "[packets:bytes] " iptables-save -c prints before it, into its
+// chain and its options in the order written. A word in double quotes
 // (iptables-save quotes comments with spaces) may hold spaces and
-// backslash-escaped characters. Words are slices of line, not copies: a save of
-// thousands of Services has hundreds of thousands of words.
-func SplitWords(line string) ([]string, error) {
+// backslash-escaped characters. Values are slices of line, not copies: a save
+// of thousands of Services has hundreds of thousands of words.
+func TokenizeRule(line string) (chain string, opts []SavedOption, err error) {
+	words, err := splitWords(CutCounters(line))
+	if err != nil {
+		return "", nil, err
+	}
+	opts = make([]SavedOption, 0, len(words)/2)
+	not := false
+	for i := 2; i < len(words); i++ {
+		w := words[i]
+		if w == "!" {
+			not = true
+			continue
+		}
+		j := i + 1
+		if oneValue[w] {
+			if j >= len(words) {
+				return "", nil, fmt.Errorf("%s without a value", w)
+			}
+			j++
+		}
+		for j < len(words) && words[j] != "!" && !strings.HasPrefix(words[j], "-") {
+			j++
+		}
+		opts = append(opts, SavedOption{Name: w, Not: not, Values: words[i+1 : j : j]})
+		not = false
+		i = j - 1
+	}
+	return words[1], opts, nil
+}
+
+// CutCounters is line without the "[packets:bytes] " that iptables-save -c
+// prints before a rule.
+func CutCounters(line string) string {
+	if !strings.HasPrefix(line, "[") {
+		return line
+	}
+	end := strings.Index(line, "]")
+	if end < 0 || !isCounters(line[1:end]) {
+		return line
+	}
+	return strings.TrimLeft(line[end+1:], " \t")
+}
+
+// isCounters tells whether s is "packets:bytes".
+func isCounters(s string) bool {
+	p, b, ok := strings.Cut(s, ":")
+	return ok && isDigits(p) && isDigits(b)
+}
+
+func isDigits(s string) bool {
+	for _, c := range []byte(s) {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// splitWords splits an iptables-save rule line into words.
+func splitWords(line string) ([]string, error) {
 	words := make([]string, 0, 24)
 	for i := 0; i < len(line); {
 		switch line[i] {

@@ -8,8 +8,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/svclab/svclab/lab/proxy"
 )
 
 // ipsetSocket adds and deletes ipset entries over nfnetlink. vishvananda/netlink's
@@ -17,27 +18,11 @@ import (
 // NodePort sets) refuses; this sends each attribute a set type takes, as the ipset
 // program does.
 type ipsetSocket struct {
-	sh *nl.SocketHandle
-}
-
-// openIPSetSocket opens an nfnetlink socket inside the namespace ns.
-func openIPSetSocket(ns netns.NsHandle) (*ipsetSocket, error) {
-	s, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_NETFILTER)
-	if err != nil {
-		return nil, err
-	}
-	return &ipsetSocket{sh: &nl.SocketHandle{Socket: s}}, nil
-}
-
-func (s *ipsetSocket) Close() {
-	if s != nil && s.sh != nil {
-		s.sh.Close()
-	}
+	*proxy.NetfilterSocket
 }
 
 func (s *ipsetSocket) addDel(cmd int, set ipsetDef, e *netlink.IPSetEntry) error {
 	req := nl.NewNetlinkRequest(cmd|(unix.NFNL_SUBSYS_IPSET<<8), nl.GetIpsetFlags(cmd))
-	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_NETFILTER: s.sh}
 	req.AddData(&nl.Nfgenmsg{NfgenFamily: uint8(unix.AF_NETLINK), Version: nl.NFNETLINK_V0})
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_PROTOCOL, nl.Uint8Attr(nl.IPSET_PROTOCOL)))
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(set.name)))
@@ -62,7 +47,7 @@ func (s *ipsetSocket) addDel(cmd int, set ipsetDef, e *netlink.IPSetEntry) error
 		}
 	}
 	req.AddData(data)
-	_, err := req.Execute(unix.NETLINK_NETFILTER, 0)
+	_, err := s.Execute(req, 0)
 	var errno syscall.Errno
 	if errors.As(err, &errno) && int(errno) >= nl.IPSET_ERR_PRIVATE {
 		return nl.IPSetError(uintptr(errno))

@@ -95,9 +95,11 @@ func (p *Proxier) open() error {
 		return err
 	}
 	p.k.nl = p.node.Netlink
-	if p.k.sets, err = openIPSetSocket(p.node.File); err != nil {
+	sets, err := proxy.OpenNetfilterSocket(p.node.File)
+	if err != nil {
 		return fmt.Errorf("nfnetlink in %s: %w", path, err)
 	}
+	p.k.sets = &ipsetSocket{sets}
 	if p.k.ipvs, err = libipvs.New(path); err != nil {
 		return fmt.Errorf("IPVS netlink in %s: %w", path, err)
 	}

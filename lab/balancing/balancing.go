@@ -1,4 +1,7 @@
-package lab
+// Package balancing is the load balancing of a lab: its load balancers
+// (package loadbalancer), and the routes towards ingress and external IPs it
+// gives the lab's clients and nodes.
+package balancing
 
 import (
 	"context"
@@ -23,14 +26,14 @@ import (
 // their default route would carry them, for the traffic kube-proxy does not
 // translate.
 
-// loadBalancing is the part of a lab that its load balancers make: the
+// Balancing is the part of a lab that its load balancers make: the
 // balancers, and the routes towards ingress and external IPs the lab gave its
-// clients and nodes. Its lock guards them; it is taken inside changeMu and
-// never inside Lab.mu, and the ledger's is taken inside it.
-type loadBalancing struct {
+// clients and nodes. Its lock guards them; it is taken inside the lab's
+// changeMu and never inside the lab's mu, and the ledger's is taken inside it.
+type Balancing struct {
 	// lab is the lab's ID, for errors.
 	lab     string
-	members balancerMembers
+	members Members
 	net     *network.Network
 
 	mu        sync.Mutex
@@ -41,24 +44,30 @@ type loadBalancing struct {
 	routes map[string]map[netip.Addr]string
 }
 
-// balancerMembers is what load balancing needs of the lab's members: where
-// each lives, and a member for a load balancer the topology gains.
-type balancerMembers interface {
-	Member(name string) (*member.Member, error)
-	add(name, kind string, ip netip.Addr, node string) (*member.Member, error)
+// New is the load balancing of lab id, whose members are members and whose
+// network is net; nothing runs until Start.
+func New(id string, members Members, net *network.Network) *Balancing {
+	return &Balancing{lab: id, members: members, net: net}
 }
 
-// route routes the ingress and external IPs of t in the clients and nodes,
+// Members is what load balancing needs of the lab's members: where
+// each lives, and a member for a load balancer the topology gains.
+type Members interface {
+	Member(name string) (*member.Member, error)
+	Add(name, kind string, ip netip.Addr, node string) (*member.Member, error)
+}
+
+// Route routes the ingress and external IPs of t in the clients and nodes,
 // once the network is built.
-func (b *loadBalancing) route(t *topology.Topology) error {
+func (b *Balancing) Route(t *topology.Topology) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.syncServiceRoutes(t)
 }
 
-// start starts a balancer for each load balancer of t, once the nodes answer
+// Start starts a balancer for each load balancer of t, once the nodes answer
 // their health checks.
-func (b *loadBalancing) start(t *topology.Topology) error {
+func (b *Balancing) Start(t *topology.Topology) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.started = true
@@ -71,7 +80,7 @@ func (b *loadBalancing) start(t *topology.Topology) error {
 }
 
 // startBalancer starts lb's balancer; b.mu is held.
-func (b *loadBalancing) startBalancer(t *topology.Topology, lb topology.LoadBalancer) error {
+func (b *Balancing) startBalancer(t *topology.Topology, lb topology.LoadBalancer) error {
 	m, err := b.members.Member(lb.Name)
 	if err != nil {
 		return err
@@ -99,10 +108,10 @@ func vipsOf(t *topology.Topology, lb string) []loadbalancer.VIP {
 	return out
 }
 
-// sync follows a change of the topology to t: a load balancer it gained is
+// Sync follows a change of the topology to t: a load balancer it gained is
 // built and started, every balancer routes the ingress IPs it now serves, and
 // the routes towards ingress and external IPs follow.
-func (b *loadBalancing) sync(ctx context.Context, t *topology.Topology) error {
+func (b *Balancing) Sync(ctx context.Context, t *topology.Topology) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.started {
@@ -124,8 +133,8 @@ func (b *loadBalancing) sync(ctx context.Context, t *topology.Topology) error {
 
 // add adds a member for a load balancer the topology gained while the lab
 // runs (a first LoadBalancer Service applied to it), builds it and starts it.
-func (b *loadBalancing) add(t *topology.Topology, lb topology.LoadBalancer, i int) error {
-	if _, err := b.members.add(lb.Name, member.KindLoadBalancer, lb.IP, ""); err != nil {
+func (b *Balancing) add(t *topology.Topology, lb topology.LoadBalancer, i int) error {
+	if _, err := b.members.Add(lb.Name, member.KindLoadBalancer, lb.IP, ""); err != nil {
 		return err
 	}
 	if err := b.net.AddLoadBalancer(t, i); err != nil {
@@ -134,8 +143,8 @@ func (b *loadBalancing) add(t *topology.Topology, lb topology.LoadBalancer, i in
 	return b.startBalancer(t, lb)
 }
 
-// stop stops every balancer; their routes go with the namespaces.
-func (b *loadBalancing) stop() error {
+// Stop stops every balancer; their routes go with the namespaces.
+func (b *Balancing) Stop() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var errs []error
@@ -147,10 +156,8 @@ func (b *loadBalancing) stop() error {
 	return errors.Join(errs...)
 }
 
-// LoadBalancer is the running balancer of the load balancer called name.
-func (l *Lab) LoadBalancer(name string) (*loadbalancer.Balancer, error) { return l.lbs.balancer(name) }
-
-func (b *loadBalancing) balancer(name string) (*loadbalancer.Balancer, error) {
+// Balancer is the running balancer of the load balancer called name.
+func (b *Balancing) Balancer(name string) (*loadbalancer.Balancer, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	bal, ok := b.balancers[name]
@@ -196,7 +203,7 @@ func serviceRoutes(t *topology.Topology) map[string][]network.Route {
 
 // syncServiceRoutes makes the routes the lab installed for ingress and external
 // IPs those t needs, in every client and node; b.mu is held.
-func (b *loadBalancing) syncServiceRoutes(t *topology.Topology) error {
+func (b *Balancing) syncServiceRoutes(t *topology.Topology) error {
 	want := serviceRoutes(t)
 	if b.routes == nil {
 		b.routes = map[string]map[netip.Addr]string{}
@@ -218,7 +225,7 @@ func (b *loadBalancing) syncServiceRoutes(t *topology.Topology) error {
 	return errors.Join(errs...)
 }
 
-func (b *loadBalancing) syncMemberRoutes(name string, routes []network.Route) error {
+func (b *Balancing) syncMemberRoutes(name string, routes []network.Route) error {
 	have := b.routes[name]
 	same := len(have) == len(routes) && !slices.ContainsFunc(routes, func(r network.Route) bool { return have[r.Dst] != r.String() })
 	if same {

@@ -1,8 +1,10 @@
-package lab
+package proxies
 
 import (
 	"net/netip"
+	"os"
 	"os/exec"
+	"strconv"
 	"testing"
 
 	"github.com/svclab/svclab/lab/namespaces"
@@ -23,7 +25,7 @@ func TestIPVSSyncPending(t *testing.T) {
 	if err := xtables.Backends["nft"].Check(); err != nil {
 		t.Skipf("no iptables-nft here: %v", err)
 	}
-	name := "svclab-test-ipvssync-" + NewRunID()
+	name := "svclab-test-ipvssync-" + strconv.Itoa(os.Getpid())
 	if err := namespaces.Create(name); err != nil {
 		t.Skipf("cannot create a network namespace: %v", err)
 	}

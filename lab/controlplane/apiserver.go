@@ -1,4 +1,4 @@
-package lab
+package controlplane
 
 import (
 	"context"
@@ -38,9 +38,9 @@ var apiOwned = map[string]bool{"default/kubernetes": true}
 // change calls for; it takes milliseconds.
 const consistentWithin = 60 * time.Second
 
-// applyService creates svc, or updates the Service of its name as `kubectl
+// ApplyService creates svc, or updates the Service of its name as `kubectl
 // apply` would: the fields the API server allocated and svc leaves out are kept.
-func (c *controlPlane) applyService(ctx context.Context, svc corev1.Service) error {
+func (c *ControlPlane) ApplyService(ctx context.Context, svc corev1.Service) error {
 	s := svc.DeepCopy()
 	if s.Namespace == "" {
 		s.Namespace = metav1.NamespaceDefault
@@ -73,23 +73,23 @@ func (c *controlPlane) applyService(ctx context.Context, svc corev1.Service) err
 // mirrorServices makes the topology's Services the ones the API server holds
 // (those the lab can model; the others are said once in the log and left to the
 // proxies alone).
-func (c *controlPlane) mirrorServices(svcs []corev1.Service) error {
+func (c *ControlPlane) mirrorServices(svcs []corev1.Service) error {
 	var mine []corev1.Service
 	for _, s := range svcs {
 		if !apiOwned[s.Namespace+"/"+s.Name] {
 			mine = append(mine, s)
 		}
 	}
-	err := c.host.updateTopology(func(next *topology.Topology) error { return next.SetServices(mine) })
+	err := c.host.UpdateTopology(func(next *topology.Topology) error { return next.SetServices(mine) })
 	if err != nil {
 		return fmt.Errorf("the API server's Services: %w", err)
 	}
 	return nil
 }
 
-// listServices lists the Services as the API server holds them now (not as the
+// ListServices lists the Services as the API server holds them now (not as the
 // watch last saw them).
-func (c *controlPlane) listServices(ctx context.Context) ([]corev1.Service, error) {
+func (c *ControlPlane) ListServices(ctx context.Context) ([]corev1.Service, error) {
 	ptrs, err := cluster.List[*corev1.Service](ctx, c.client, cluster.Services)
 	if err != nil {
 		return nil, err
@@ -101,10 +101,10 @@ func (c *controlPlane) listServices(ctx context.Context) ([]corev1.Service, erro
 	return out, nil
 }
 
-// state waits until the watch's Services and EndpointSlices say what the
+// State waits until the watch's Services and EndpointSlices say what the
 // topology computes, and returns them as the proxies' state.
-func (c *controlPlane) state(ctx context.Context) (*proxy.State, error) {
-	t := c.host.snapshot()
+func (c *ControlPlane) State(ctx context.Context) (*proxy.State, error) {
+	t := c.host.Snapshot()
 	want := proxy.FromObjects(t.Services, t.EndpointSlices())
 	ctx, cancel := context.WithTimeout(ctx, consistentWithin)
 	defer cancel()
@@ -186,8 +186,8 @@ func describePort(sp proxy.ServicePort) string {
 // into its status in the API server, as a cloud controller or MetalLB reports
 // the address it assigned, and clears the status of a Service no longer of that
 // type. svcs are the Services as the API server holds them.
-func (c *controlPlane) publishIngress(ctx context.Context, svcs []corev1.Service) error {
-	t := c.host.snapshot()
+func (c *ControlPlane) publishIngress(ctx context.Context, svcs []corev1.Service) error {
+	t := c.host.Snapshot()
 	for i := range svcs {
 		cur := svcs[i].DeepCopy()
 		want := corev1.LoadBalancerStatus{}
@@ -205,18 +205,18 @@ func (c *controlPlane) publishIngress(ctx context.Context, svcs []corev1.Service
 	return nil
 }
 
-// follow keeps the lab in step with changes made to the API server by others
+// Follow keeps the lab in step with changes made to the API server by others
 // (kubectl): on every change the watch sees, under changeMu (the lab's lock of
 // changes), the topology takes the API server's Services as the watch saw them
 // and syncProxies syncs the proxies. It returns at once; what it started ends when the
 // watch stops (stopFollowing).
-func (c *controlPlane) follow(changeMu *sync.Mutex, syncProxies func(context.Context) error) {
+func (c *ControlPlane) Follow(changeMu *sync.Mutex, syncProxies func(context.Context) error) {
 	c.following = make(chan struct{})
 	ctx := c.watchCtx
 	resync := func() error {
 		changeMu.Lock()
 		defer changeMu.Unlock()
-		if err := c.takeServices(ctx, c.watch.Services); err != nil {
+		if err := c.TakeServices(ctx, c.watch.Services); err != nil {
 			return err
 		}
 		return syncProxies(ctx)
@@ -242,10 +242,10 @@ func (c *controlPlane) follow(changeMu *sync.Mutex, syncProxies func(context.Con
 	}()
 }
 
-// takeServices makes the Services list returns the topology's and publishes
+// TakeServices makes the Services list returns the topology's and publishes
 // the ingress the topology gives them; the caller holds changeMu, and syncs the
 // proxies next.
-func (c *controlPlane) takeServices(ctx context.Context, list func() ([]corev1.Service, error)) error {
+func (c *ControlPlane) TakeServices(ctx context.Context, list func() ([]corev1.Service, error)) error {
 	svcs, err := list()
 	if err != nil {
 		return err

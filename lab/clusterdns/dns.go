@@ -1,4 +1,12 @@
-package lab
+// Package clusterdns is the cluster DNS of a lab with a control plane: the
+// topology's CoreDNS pods run the real CoreDNS (from the component binary, in
+// the pod's own namespace, watching the API server through the pod's node)
+// instead of svclab's servers, behind the kube-dns Service the topology
+// applied through the API. svclab plays their kubelet: a pod is written not
+// ready, becomes ready once CoreDNS answers, and from then on follows a
+// readiness probe of CoreDNS's ready plugin, as kubeadm's Deployment declares
+// it (httpGet /ready on 8181).
+package clusterdns
 
 import (
 	"context"
@@ -12,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/components"
 	"github.com/svclab/svclab/lab/internal/fanout"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/member"
@@ -19,14 +28,6 @@ import (
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
-
-// The cluster DNS of a lab with a control plane: the topology's CoreDNS pods run
-// the real CoreDNS (from the component binary, in the pod's own namespace,
-// watching the API server through the pod's node) instead of svclab's servers,
-// behind the kube-dns Service the topology applied through the API. svclab plays
-// their kubelet: a pod is written not ready, becomes ready once CoreDNS answers,
-// and from then on follows a readiness probe of CoreDNS's ready plugin, as
-// kubeadm's Deployment declares it (httpGet /ready on 8181).
 
 // The readiness probe. kubeadm's CoreDNS probe takes the defaults: every 10 s,
 // 1 s timeout, ready after 1 success, not ready after 3 failures. A lab probes
@@ -58,22 +59,33 @@ type dnsReplica struct {
 	comp *supervise.Component
 }
 
-// clusterDNS is the part of a lab that runs its cluster DNS: the CoreDNS
-// replicas and their readiness probes. It reaches the lab through dnsLab; its
-// lock guards the replicas, and is taken inside changeMu, never around it.
-type clusterDNS struct {
-	lab      dnsLab
-	id       string
-	domain   string
-	runDir   string
-	parallel int
-	logf     func(format string, args ...any)
-	// comps are the lab's component processes, which its CoreDNS processes
-	// join.
-	comps *components
-	// changes is the lab's changeMu: a pod status written here is written
+// Config is what a lab's cluster DNS is made of.
+type Config struct {
+	// ID names the lab in messages; Domain is the cluster domain; RunDir
+	// the lab's run directory, where the Corefiles go.
+	ID, Domain, RunDir string
+	// Parallel bounds how many replicas are awaited at once.
+	Parallel int
+	Logf     func(format string, args ...any)
+	// Lab is the lab: its members and its pods' readiness.
+	Lab Lab
+	// ControlPlane is what CoreDNS runs against.
+	ControlPlane ControlPlane
+	// Components are the lab's component processes, which its CoreDNS
+	// processes join.
+	Components *components.Set
+	// Changes is the lab's changeMu: a pod status written here is written
 	// between the lab's changes, never in the middle of one.
-	changes sync.Locker
+	Changes sync.Locker
+}
+
+// DNS is the part of a lab that runs its cluster DNS: the CoreDNS replicas
+// and their readiness probes. Its lock guards the replicas, and is taken
+// inside the lab's changeMu, never around it. A nil *DNS is a lab without
+// cluster DNS: Ready, StartProbes, Restarted and Stop do nothing on it, and
+// Replica finds none.
+type DNS struct {
+	Config
 
 	mu       sync.Mutex
 	replicas []*dnsReplica
@@ -83,14 +95,23 @@ type clusterDNS struct {
 	probing    sync.WaitGroup
 }
 
-// dnsLab is what the cluster DNS needs of its lab: the members' namespaces,
-// the control plane it runs against, and the pods' readiness, reported as a kubelet reports it.
-type dnsLab interface {
+// New is the cluster DNS of c, with no replica started.
+func New(c Config) *DNS { return &DNS{Config: c} }
+
+// Lab is what the cluster DNS needs of its lab: the members' namespaces and
+// the pods' readiness, reported as a kubelet reports it.
+type Lab interface {
 	Member(name string) (*member.Member, error)
-	Kubeconfig() string
-	KubeBinary() string
-	Client() *cluster.Client
 	UpdatePod(ctx context.Context, key string, change func(p *topology.Pod)) error
+}
+
+// ControlPlane is what the cluster DNS needs of the control plane: the
+// component binary, the kubeconfig CoreDNS reads the API server with, and a
+// client that writes a pod's status.
+type ControlPlane interface {
+	Kubeconfig() string
+	Binary() string
+	Client() *cluster.Client
 }
 
 // coreDNSPods are the topology's CoreDNS pods.
@@ -104,33 +125,32 @@ func coreDNSPods(t *topology.Topology) []topology.Pod {
 	return pods
 }
 
-// coreDNSStarting is t with the CoreDNS pods not ready, as a kubelet reports
-// a pod whose readiness probe has not yet passed.
-func coreDNSStarting(t *topology.Topology) (*topology.Topology, error) {
-	next := t.Clone()
-	for _, p := range coreDNSPods(next) {
-		if err := next.UpdatePod(p.Key(), func(p *topology.Pod) { p.Ready = false }); err != nil {
-			return nil, err
+// MarkStarting reports t's CoreDNS pods not ready, as a kubelet
+// reports a pod whose readiness probe has not yet passed.
+func MarkStarting(t *topology.Topology) error {
+	for _, p := range coreDNSPods(t) {
+		if err := t.UpdatePod(p.Key(), func(p *topology.Pod) { p.Ready = false }); err != nil {
+			return err
 		}
 	}
-	return next, nil
+	return nil
 }
 
-// launch starts CoreDNS in every CoreDNS pod of t; with waitFor set (the
+// Launch starts CoreDNS in every CoreDNS pod of t; with waitFor set (the
 // kubeconfig, before the API server is ready) each waits for that file before
-// it runs. wait waits until each answers.
-func (d *clusterDNS) launch(t *topology.Topology, waitFor string) error {
-	bin := d.lab.KubeBinary()
+// it runs. Wait waits until each answers.
+func (d *DNS) Launch(t *topology.Topology, waitFor string) error {
+	bin := d.ControlPlane.Binary()
 	for _, p := range coreDNSPods(t) {
-		m, err := d.lab.Member(p.Name)
+		m, err := d.Lab.Member(p.Name)
 		if err != nil {
 			return err
 		}
 		cfg := kube.CoreDNSConfig{
 			Name: "coredns " + p.Key(), Netns: m.NetNS,
-			CorefileConfig: kube.CorefileConfig{Domain: d.domain, Kubeconfig: d.lab.Kubeconfig()},
-			Corefile:       filepath.Join(d.runDir, "Corefile-"+p.Name),
-			LogFile:        d.comps.logFile(p.Name),
+			CorefileConfig: kube.CorefileConfig{Domain: d.Domain, Kubeconfig: d.ControlPlane.Kubeconfig()},
+			Corefile:       filepath.Join(d.RunDir, "Corefile-"+p.Name),
+			LogFile:        d.Components.LogFile(p.Name),
 			WaitFor:        waitFor,
 		}
 		proc, err := kube.StartCoreDNS(bin, cfg)
@@ -138,7 +158,7 @@ func (d *clusterDNS) launch(t *topology.Topology, waitFor string) error {
 			return err
 		}
 		// A Deployment's pod (restartPolicy Always): its kubelet restarts it.
-		c, err := d.comps.add(proc, "CoreDNS in pod "+p.Key(), func() (*kube.Process, error) { return kube.StartCoreDNS(bin, cfg) })
+		c, err := d.Components.Add(proc, "CoreDNS in pod "+p.Key(), func() (*kube.Process, error) { return kube.StartCoreDNS(bin, cfg) })
 		if err != nil {
 			return err
 		}
@@ -149,22 +169,22 @@ func (d *clusterDNS) launch(t *topology.Topology, waitFor string) error {
 	return nil
 }
 
-// wait waits until every replica launched answers.
-func (d *clusterDNS) wait(ctx context.Context) error {
+// Wait waits until every replica launched answers.
+func (d *DNS) Wait(ctx context.Context) error {
 	wctx, cancel := context.WithTimeout(ctx, dnsReadyWithin)
 	defer cancel()
-	return fanout.Each(wctx, d.parallel, d.list(), func(ctx context.Context, r *dnsReplica) error {
-		took, err := kube.WaitCoreDNS(ctx, r.comp.Process(), d.domain)
+	return fanout.Each(wctx, d.Parallel, d.list(), func(ctx context.Context, r *dnsReplica) error {
+		took, err := kube.WaitCoreDNS(ctx, r.comp.Process(), d.Domain)
 		if err != nil {
 			return fmt.Errorf("pod %s: %w", r.pod.Key(), err)
 		}
-		d.logf("lab %s: CoreDNS in %s on %s answers %s after its start", d.id, r.pod.Key(), r.pod.Node, took.Round(time.Millisecond))
+		d.Logf("lab %s: CoreDNS in %s on %s answers %s after its start", d.ID, r.pod.Key(), r.pod.Node, took.Round(time.Millisecond))
 		return nil
 	})
 }
 
-// list is the replicas started so far; none of a nil clusterDNS.
-func (d *clusterDNS) list() []*dnsReplica {
+// list is the replicas started so far; none of a nil DNS.
+func (d *DNS) list() []*dnsReplica {
 	if d == nil {
 		return nil
 	}
@@ -173,8 +193,8 @@ func (d *clusterDNS) list() []*dnsReplica {
 	return slices.Clone(d.replicas)
 }
 
-// ready marks every replica's pod ready in t, once start saw each answer.
-func (d *clusterDNS) ready(t *topology.Topology) error {
+// Ready marks every replica's pod ready in t, once start saw each answer.
+func (d *DNS) Ready(t *topology.Topology) error {
 	for _, r := range d.list() {
 		if err := t.UpdatePod(r.pod.Key(), func(p *topology.Pod) { p.Ready = true }); err != nil {
 			return err
@@ -183,9 +203,9 @@ func (d *clusterDNS) ready(t *topology.Topology) error {
 	return nil
 }
 
-// startProbes starts the readiness probe of every CoreDNS pod; each replica
+// StartProbes starts the readiness probe of every CoreDNS pod; each replica
 // is ready when it starts (start saw it answer).
-func (d *clusterDNS) startProbes() {
+func (d *DNS) StartProbes() {
 	if d == nil {
 		return
 	}
@@ -206,7 +226,7 @@ func (d *clusterDNS) startProbes() {
 // ready plugin every period and reports the pod not ready after
 // dnsProbeFailure failures in a row, ready again after dnsProbeSuccess
 // successes, through the API as a kubelet does.
-func (d *clusterDNS) probe(ctx context.Context, r *dnsReplica) {
+func (d *DNS) probe(ctx context.Context, r *dnsReplica) {
 	client := traffic.HTTPClient(r.comp.Process().Netns, dnsProbeTimeout)
 	url := fmt.Sprintf("http://127.0.0.1:%d/ready", kube.CoreDNSReadyPort)
 	ready, failures, successes := true, 0, 0
@@ -231,23 +251,23 @@ func (d *clusterDNS) probe(ctx context.Context, r *dnsReplica) {
 		default:
 			continue
 		}
-		d.logf("lab %s: pod %s: readiness probe %s: %s", d.id, r.pod.Key(), url, map[bool]string{true: "ready", false: "not ready"}[ready])
-		err := d.lab.UpdatePod(ctx, r.pod.Key(), func(p *topology.Pod) { p.Ready = ready })
+		d.Logf("lab %s: pod %s: readiness probe %s: %s", d.ID, r.pod.Key(), url, map[bool]string{true: "ready", false: "not ready"}[ready])
+		err := d.Lab.UpdatePod(ctx, r.pod.Key(), func(p *topology.Pod) { p.Ready = ready })
 		if err != nil && ctx.Err() == nil {
 			// Not reported is not changed: the next period reports it again
 			// (the counts that decided it keep holding), as a kubelet retries
 			// a status update the API server did not take. Reported once and
 			// lost, a stopped replica stayed an endpoint for good.
-			d.logf("lab %s: pod %s: report readiness (retried next period): %v", d.id, r.pod.Key(), err)
+			d.Logf("lab %s: pod %s: report readiness (retried next period): %v", d.ID, r.pod.Key(), err)
 			ready = !ready
 		}
 	}
 }
 
-// restarted is told of every component's restart: a CoreDNS pod's status
+// Restarted is told of every component's restart: a CoreDNS pod's status
 // says its container's restart count, as its kubelet reports it (until ctx
 // ends: the lab goes down).
-func (d *clusterDNS) restarted(ctx context.Context, c *supervise.Component) {
+func (d *DNS) Restarted(ctx context.Context, c *supervise.Component) {
 	for _, r := range d.list() {
 		if r.comp != c {
 			continue
@@ -255,7 +275,7 @@ func (d *clusterDNS) restarted(ctx context.Context, c *supervise.Component) {
 		within, cancel := context.WithTimeout(ctx, podStatusWithin)
 		n := int32(c.Restarts())
 		if err := d.reportRestarts(within, r.pod, n); err != nil && ctx.Err() == nil {
-			d.logf("lab %s: pod %s: report restart count %d: %v", d.id, r.pod.Key(), n, err)
+			d.Logf("lab %s: pod %s: report restart count %d: %v", d.ID, r.pod.Key(), n, err)
 		}
 		cancel()
 	}
@@ -264,10 +284,10 @@ func (d *clusterDNS) restarted(ctx context.Context, c *supervise.Component) {
 // reportRestarts writes a pod's container restart count into its status, as
 // its kubelet does; under changeMu, so that no readiness report of the pod
 // writes its status in between.
-func (d *clusterDNS) reportRestarts(ctx context.Context, p topology.Pod, n int32) error {
-	d.changes.Lock()
-	defer d.changes.Unlock()
-	client := d.lab.Client()
+func (d *DNS) reportRestarts(ctx context.Context, p topology.Pod, n int32) error {
+	d.Changes.Lock()
+	defer d.Changes.Unlock()
+	client := d.ControlPlane.Client()
 	var pod corev1.Pod
 	if err := client.Get(ctx, cluster.Pods, p.Namespace, p.Name, &pod); err != nil {
 		return err
@@ -293,9 +313,9 @@ func probeOK(ctx context.Context, client *http.Client, url string) bool {
 	return resp.StatusCode >= 200 && resp.StatusCode < 400
 }
 
-// stop ends the probes, then every CoreDNS process at once without waiting
+// Stop ends the probes, then every CoreDNS process at once without waiting
 // out its lameduck.
-func (d *clusterDNS) stop() error {
+func (d *DNS) Stop() error {
 	if d == nil {
 		return nil
 	}
@@ -314,13 +334,16 @@ func (d *clusterDNS) stop() error {
 	})
 }
 
-// DNSReplica is the CoreDNS process of a CoreDNS pod of the lab, for specs that
-// stop it to see the lab follow.
-func (l *Lab) DNSReplica(pod string) (*kube.Process, error) {
-	for _, r := range l.dns.list() {
+// Replica is the CoreDNS process of the CoreDNS pod called pod (a name or
+// namespace/name), for specs that stop it to see the lab follow.
+func (d *DNS) Replica(pod string) (*kube.Process, error) {
+	for _, r := range d.list() {
 		if r.pod.Name == pod || r.pod.Key() == pod {
 			return r.comp.Process(), nil
 		}
 	}
-	return nil, fmt.Errorf("lab %s has no CoreDNS pod %q", l.ID, pod)
+	if d == nil {
+		return nil, fmt.Errorf("the lab has no cluster DNS")
+	}
+	return nil, fmt.Errorf("lab %s has no CoreDNS pod %q", d.ID, pod)
 }

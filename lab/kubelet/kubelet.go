@@ -1,4 +1,8 @@
-package lab
+// Package kubelet plays the kubelet's role for a lab's pods: with a control
+// plane it reports them to the API server as a kubelet does, and it writes
+// what a kubelet gives a pod's containers besides the network (their service
+// environment and resolv.conf), which `svclab exec` gives a command in a pod.
+package kubelet
 
 import (
 	"bufio"
@@ -20,31 +24,44 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/controlplane"
 	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
 
-// kubelet plays the kubelet's role for the lab's pods: with a control plane, it
+// Kubelet plays the kubelet's role for the lab's pods: with a control plane, it
 // reports them to the API server as a kubelet does (bound, running, their
 // address, readiness and deletion), and it writes what a kubelet gives a pod's
 // containers besides the network (below). Its state is on disk, in the pods'
 // directories of the lab's run directory.
-type kubelet struct {
-	host host
+type Kubelet struct {
+	host Host
 	// dir and id are the lab's record directory and id.
 	dir, id string
 	// cp is the lab's control plane, nil without one.
-	cp *controlPlane
+	cp *controlplane.ControlPlane
 }
 
-// writePods creates pods as the scheduler and the kubelet would leave them:
+// Host is what the kubelet's role needs of its lab: a snapshot of its
+// topology (never changed in place, read without a lock).
+type Host interface {
+	Snapshot() *topology.Topology
+}
+
+// New is the kubelet's role in the lab recorded in dir as id, whose control
+// plane is cp (nil without one).
+func New(host Host, dir, id string, cp *controlplane.ControlPlane) *Kubelet {
+	return &Kubelet{host: host, dir: dir, id: id, cp: cp}
+}
+
+// WritePods creates pods as the scheduler and the kubelet would leave them:
 // bound to their node, running, with their address and readiness in their
 // status (their nodes looked up in t). A terminating pod is deleted with a grace period nobody ends, so it
 // keeps its deletionTimestamp, as while a kubelet waits for its containers.
-func (k *kubelet) writePods(ctx context.Context, t *topology.Topology, pods []topology.Pod) error {
-	c := k.cp.client
+func (k *Kubelet) WritePods(ctx context.Context, t *topology.Topology, pods []topology.Pod) error {
+	c := k.cp.Client()
 	now := time.Now()
 	for _, p := range pods {
 		n, _ := t.Node(p.Node)
@@ -65,9 +82,9 @@ func (k *kubelet) writePods(ctx context.Context, t *topology.Topology, pods []to
 	return nil
 }
 
-// publishPods writes the pod changes from before to after into the API server.
-func (k *kubelet) publishPods(ctx context.Context, before, after *topology.Topology) error {
-	c := k.cp.client
+// PublishPods writes the pod changes from before to after into the API server.
+func (k *Kubelet) PublishPods(ctx context.Context, before, after *topology.Topology) error {
+	c := k.cp.Client()
 	old := map[string]topology.Pod{}
 	for _, p := range before.Pods {
 		old[p.Key()] = p
@@ -92,13 +109,13 @@ func (k *kubelet) publishPods(ctx context.Context, before, after *topology.Topol
 			return err
 		}
 	}
-	return k.writePods(ctx, after, added)
+	return k.WritePods(ctx, after, added)
 }
 
 // updatePod writes a pod's new labels, readiness or termination; its node is
 // looked up in t.
-func (k *kubelet) updatePod(ctx context.Context, t *topology.Topology, prev, p topology.Pod) error {
-	c := k.cp.client
+func (k *Kubelet) updatePod(ctx context.Context, t *topology.Topology, prev, p topology.Pod) error {
+	c := k.cp.Client()
 	var pod corev1.Pod
 	if err := c.Get(ctx, cluster.Pods, p.Namespace, p.Name, &pod); err != nil {
 		return err
@@ -158,15 +175,15 @@ const (
 // podDir is the directory of a pod's files in the lab recorded in dir as id.
 func podDir(dir, id, pod string) string { return filepath.Join(record.RunDir(dir, id), "pods", pod) }
 
-// writePodFiles writes each pod's environment and, in a lab with cluster DNS,
+// WritePodFiles writes each pod's environment and, in a lab with cluster DNS,
 // its resolv.conf, from the Services the cluster has now: the API server's with
 // a control plane (the kubernetes Service among them), else the topology's.
-func (k *kubelet) writePodFiles(pods []topology.Pod) error {
+func (k *Kubelet) WritePodFiles(pods []topology.Pod) error {
 	var svcs []corev1.Service
-	t := k.host.snapshot()
+	t := k.host.Snapshot()
 	if k.cp != nil {
 		var err error
-		if svcs, err = k.cp.watch.Services(); err != nil {
+		if svcs, err = k.cp.Watch().Services(); err != nil {
 			return err
 		}
 	} else {
@@ -199,8 +216,8 @@ func (k *kubelet) writePodFiles(pods []topology.Pod) error {
 	return nil
 }
 
-// removePodFiles removes a deleted pod's files.
-func (k *kubelet) removePodFiles(pod string) error {
+// RemovePodFiles removes a deleted pod's files.
+func (k *Kubelet) RemovePodFiles(pod string) error {
 	return os.RemoveAll(podDir(k.dir, k.id, pod))
 }
 
@@ -311,9 +328,7 @@ func hostSearches(path string) ([]string, error) {
 
 // PodResolvConf is the resolv.conf the lab wrote for a pod, nil when the pod
 // keeps the host's (no cluster DNS, or a CoreDNS pod).
-func (l *Lab) PodResolvConf(pod string) ([]byte, error) { return l.kubelet.resolvConf(pod) }
-
-func (k *kubelet) resolvConf(pod string) ([]byte, error) {
+func (k *Kubelet) PodResolvConf(pod string) ([]byte, error) {
 	b, err := os.ReadFile(filepath.Join(podDir(k.dir, k.id, pod), podResolvConfFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -356,3 +371,18 @@ func ExecContext(dir string, r *record.Lab, name string, env []string) ([]string
 	}
 	return env, binds, nil
 }
+
+// keepRestartCounts carries the restart counts of old's containers into
+// status, which the lab writes anew when a pod's readiness changes.
+func keepRestartCounts(status *corev1.PodStatus, old corev1.PodStatus) {
+	for i := range status.ContainerStatuses {
+		for _, o := range old.ContainerStatuses {
+			if o.Name == status.ContainerStatuses[i].Name {
+				status.ContainerStatuses[i].RestartCount = o.RestartCount
+			}
+		}
+	}
+}
+
+// terminatingGrace keeps a deleted pod terminating for longer than any lab runs.
+var terminatingGrace = int64(24 * 3600)

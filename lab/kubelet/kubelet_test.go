@@ -1,4 +1,4 @@
-package lab
+package kubelet
 
 import (
 	"net/netip"

@@ -1,4 +1,4 @@
-package lab
+package proxies
 
 import (
 	"context"
@@ -46,16 +46,16 @@ type kubeProxy struct {
 	ns      *namespaces.NS
 }
 
-// startKubeProxies starts kube-proxy in every node, beside the rest of the
+// StartKubeProxies starts kube-proxy in every node, beside the rest of the
 // control plane's start (before the API server is ready when the component
 // binary's kube-proxy waits for the kubeconfig), and waits for each one's
 // first sync; start returns the outcome.
-func (p *proxies) startKubeProxies(ctx context.Context) {
+func (p *Proxies) StartKubeProxies(ctx context.Context) {
 	ctx, p.cancelStart = context.WithCancel(ctx)
 	p.started, p.starting = make(chan error, 1), make(chan struct{})
 	go func() {
 		defer close(p.starting)
-		p.started <- fanout.Each(ctx, p.parallel, p.host.snapshot().Nodes, func(ctx context.Context, n topology.Node) error {
+		p.started <- fanout.Each(ctx, p.c.Parallel, p.c.Host.Snapshot().Nodes, func(ctx context.Context, n topology.Node) error {
 			kp, err := p.startKubeProxy(ctx, n)
 			if err != nil {
 				return fmt.Errorf("node %s: %w", n.Name, err)
@@ -68,26 +68,26 @@ func (p *proxies) startKubeProxies(ctx context.Context) {
 	}()
 }
 
-// stopStarting stops the start of the kube-proxies and waits for it, so that
+// StopStarting stops the start of the kube-proxies and waits for it, so that
 // every process started is known to the components when they stop.
-func (p *proxies) stopStarting() {
+func (p *Proxies) StopStarting() {
 	if p.starting != nil {
 		p.cancelStart()
 		<-p.starting
 	}
 }
 
-func (p *proxies) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, error) {
-	backend := p.config.Backend
+func (p *Proxies) startKubeProxy(ctx context.Context, n topology.Node) (*kubeProxy, error) {
+	backend := p.c.Proxy.Backend
 	if backend == "" {
-		backend = p.mode.VariantOf(p.config).Backend
+		backend = p.c.Mode.VariantOf(p.c.Proxy).Backend
 	}
 	// A DaemonSet's pod: its kubelet restarts it.
-	c, err := p.runKubeProxy(ctx, n, p.mode, backend, *p.kubeProxy, true)
+	c, err := p.runKubeProxy(ctx, n, p.c.Mode, backend, *p.c.KubeProxy, true)
 	if err != nil {
 		return nil, err
 	}
-	m, err := p.host.Member(n.Name)
+	m, err := p.c.Host.Member(n.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +95,7 @@ func (p *proxies) startKubeProxy(ctx context.Context, n topology.Node) (*kubePro
 	if err != nil {
 		return nil, err
 	}
-	return &kubeProxy{comp: c, mode: p.mode, cfg: p.config, backend: backend, node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, ns: ns}, nil
+	return &kubeProxy{comp: c, mode: p.c.Mode, cfg: p.c.Proxy, backend: backend, node: proxy.Node{Name: n.Name, IP: n.IP, PodCIDR: n.PodCIDR}, ns: ns}, nil
 }
 
 // KubeProxyRun is one kube-proxy a caller runs on a node (StartKubeProxy).
@@ -117,16 +117,12 @@ type KubeProxyRun struct {
 // restart). The process is one of the lab's components: the caller may stop
 // it, and the lab's Down stops it if the caller has not; it is the caller's,
 // so the lab does not restart it.
-func (l *Lab) StartKubeProxy(ctx context.Context, r KubeProxyRun) (*kube.Process, error) {
-	return l.proxies.startOwn(ctx, r)
-}
-
-func (p *proxies) startOwn(ctx context.Context, r KubeProxyRun) (*kube.Process, error) {
-	if p.cp == nil {
-		return nil, fmt.Errorf("lab %s has no control plane for kube-proxy to follow", p.id)
+func (p *Proxies) StartKubeProxy(ctx context.Context, r KubeProxyRun) (*kube.Process, error) {
+	if p.c.ControlPlane == nil {
+		return nil, fmt.Errorf("lab %s has no control plane for kube-proxy to follow", p.c.ID)
 	}
-	if p.mode.Name != "" {
-		return nil, fmt.Errorf("lab %s: its nodes are programmed in mode %s already", p.id, p.mode.Name)
+	if p.c.Mode.Name != "" {
+		return nil, fmt.Errorf("lab %s: its nodes are programmed in mode %s already", p.c.ID, p.c.Mode.Name)
 	}
 	m, err := proxy.Lookup(r.Mode)
 	if err != nil {
@@ -135,9 +131,9 @@ func (p *proxies) startOwn(ctx context.Context, r KubeProxyRun) (*kube.Process, 
 	if err := m.Available(); err != nil {
 		return nil, fmt.Errorf("mode %s: %w", m.Name, err)
 	}
-	n, ok := p.host.snapshot().Node(r.Node)
+	n, ok := p.c.Host.Snapshot().Node(r.Node)
 	if !ok {
-		return nil, fmt.Errorf("lab %s has no node %q", p.id, r.Node)
+		return nil, fmt.Errorf("lab %s has no node %q", p.c.ID, r.Node)
 	}
 	backend := r.Backend
 	if backend == "" {
@@ -153,15 +149,15 @@ func (p *proxies) startOwn(ctx context.Context, r KubeProxyRun) (*kube.Process, 
 // runKubeProxy starts kube-proxy in mode m on node n, writing iptables rules
 // (iptables and IPVS modes) with the given xtables backend, and waits for its
 // first sync; with restart, the lab restarts it after a death.
-func (p *proxies) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, backend string, o KubeProxyOptions, restart bool) (*supervise.Component, error) {
-	mem, err := p.host.Member(n.Name)
+func (p *Proxies) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mode, backend string, o KubeProxyOptions, restart bool) (*supervise.Component, error) {
+	mem, err := p.c.Host.Member(n.Name)
 	if err != nil {
 		return nil, err
 	}
-	cfgFile := filepath.Join(p.runDir, "kube-proxy-"+n.Name+".yaml")
+	cfgFile := filepath.Join(p.c.RunDir, "kube-proxy-"+n.Name+".yaml")
 	err = kube.WriteProxyConfig(cfgFile, kube.ProxyConfig{
-		Mode: m.Name, ClusterCIDR: p.host.snapshot().ClusterCIDR, NodeName: n.Name, NodeIP: n.IP,
-		Kubeconfig: p.cp.kubeconfig, MinSyncPeriod: o.MinSyncPeriod, Fragment: o.Fragment,
+		Mode: m.Name, ClusterCIDR: p.c.Host.Snapshot().ClusterCIDR, NodeName: n.Name, NodeIP: n.IP,
+		Kubeconfig: p.c.ControlPlane.Kubeconfig(), MinSyncPeriod: o.MinSyncPeriod, Fragment: o.Fragment,
 	})
 	if err != nil {
 		return nil, err
@@ -172,22 +168,22 @@ func (p *proxies) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mod
 	}
 	pc := kube.ProxyProcessConfig{
 		Name: "kube-proxy " + n.Name, Netns: mem.NetNS, ConfigFile: cfgFile, Binary: o.Binary,
-		IPTablesBackend: backend, RunDir: p.runDir, LogFile: p.comps.logFile("kube-proxy-" + n.Name),
+		IPTablesBackend: backend, RunDir: p.c.RunDir, LogFile: p.c.Components.LogFile("kube-proxy-" + n.Name),
 	}
 	if o.Binary == "" {
 		// Forked beside the API server's start, it runs once the lab's
-		// objects are in the API server (controlPlane.proxyGate).
-		pc.WaitFor = p.cp.proxyGate()
+		// objects are in the API server (controlplane.ControlPlane.ProxyGate).
+		pc.WaitFor = p.c.ControlPlane.ProxyGate()
 	}
-	proc, err := kube.StartProxy(p.cp.binary, pc)
+	proc, err := kube.StartProxy(p.c.ControlPlane.Binary(), pc)
 	if err != nil {
 		return nil, err
 	}
 	var again supervise.Restart
 	if restart {
-		again = func() (*kube.Process, error) { return kube.StartProxy(p.cp.binary, pc) }
+		again = func() (*kube.Process, error) { return kube.StartProxy(p.c.ControlPlane.Binary(), pc) }
 	}
-	c, err := p.comps.add(proc, "kube-proxy on "+n.Name, again)
+	c, err := p.c.Components.Add(proc, "kube-proxy on "+n.Name, again)
 	if err != nil {
 		return nil, err
 	}
@@ -197,9 +193,9 @@ func (p *proxies) runKubeProxy(ctx context.Context, n topology.Node, m proxy.Mod
 		// programming the node under whatever runs there next.
 		return nil, errors.Join(err, proc.Stop(context.Background()))
 	}
-	p.logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", p.id, m.Name, n.Name, took.Round(time.Millisecond))
-	if p.phase != nil {
-		p.phase("kube-proxy on "+n.Name+": first sync", proc.Started)
+	p.c.Logf("lab %s: kube-proxy (%s) on %s made its first sync %s after its start", p.c.ID, m.Name, n.Name, took.Round(time.Millisecond))
+	if p.c.Phase != nil {
+		p.c.Phase("kube-proxy on "+n.Name+": first sync", proc.Started)
 	}
 	return c, nil
 }

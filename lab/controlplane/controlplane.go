@@ -1,4 +1,8 @@
-package lab
+// Package controlplane is a lab's control plane: the API server on its
+// embedded etcd and the controller manager, in the control plane's namespace,
+// and the client and watch the lab keeps the API server and its topology in
+// step with (apiserver.go).
+package controlplane
 
 import (
 	"context"
@@ -14,24 +18,26 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/svclab/svclab/lab/cluster"
+	"github.com/svclab/svclab/lab/components"
 	"github.com/svclab/svclab/lab/kube"
+	"github.com/svclab/svclab/lab/member"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
-// controlPlane is a lab's running control plane: the API server on its embedded
+// ControlPlane is a lab's running control plane: the API server on its embedded
 // etcd and the controller manager's EndpointSlice controllers, in the control
 // plane's namespace, and the client the lab applies itself through. It mirrors
 // the topology's Services and EndpointSlices into the API server and the API
 // server's Services back into the topology (apiserver.go). Its fields are set
 // while the lab comes up, before anything runs beside it, and read after.
-type controlPlane struct {
-	host  host
-	rec   recorder
+type ControlPlane struct {
+	host  Host
+	rec   components.Recorder
 	logf  func(format string, args ...any)
-	comps *components
+	comps *components.Set
 	// id names the lab in messages; name is the topology's, the cluster's in
 	// the kubeconfig.
 	id, name string
@@ -64,42 +70,90 @@ type controlPlane struct {
 	waitFor bool
 }
 
+// Config is what a lab's control plane is made of.
+type Config struct {
+	// Host is the lab: its topology and members.
+	Host Host
+	// Record is the lab's record; Logf writes a line to the owner's log.
+	Record components.Recorder
+	Logf   func(format string, args ...any)
+	// Components are the lab's component processes, which the API server
+	// and the controller manager join.
+	Components *components.Set
+	// ID names the lab in messages; Name is the topology's, the cluster's
+	// in the kubeconfig; RunDir is the lab's run directory.
+	ID, Name, RunDir string
+	// KubeBinary and Log are the lab's options for finding the component
+	// binary (kube.Options).
+	KubeBinary string
+	Log        io.Writer
+}
+
+// New is the control plane of c, not started.
+func New(c Config) *ControlPlane {
+	return &ControlPlane{host: c.Host, rec: c.Record, logf: c.Logf, comps: c.Components, id: c.ID, name: c.Name, runDir: c.RunDir, kubeBinary: c.KubeBinary, log: c.Log}
+}
+
+// Host is what the control plane needs of its lab: a snapshot of the
+// topology (the lab replaces its topology whole and never changes one in
+// place, so a snapshot is read without a lock and must not be changed), a
+// change of a copy made the lab's under its lock (when fn fails the topology
+// stays as it was), and a copy of the member called name.
+type Host interface {
+	Snapshot() *topology.Topology
+	UpdateTopology(fn func(t *topology.Topology) error) error
+	Member(name string) (*member.Member, error)
+}
+
+// WaitsFor says the component binary takes --wait-for: the other components
+// may be forked before the API server is ready.
+func (c *ControlPlane) WaitsFor() bool { return c.waitFor }
+
+// Watch is the watch the lab follows the API server with, once StartWatch
+// has started it.
+func (c *ControlPlane) Watch() *cluster.Watch { return c.watch }
+
+// DeleteService deletes the Service namespace/name from the API server.
+func (c *ControlPlane) DeleteService(ctx context.Context, namespace, name string) error {
+	return c.client.Delete(ctx, cluster.Services, namespace, name, nil)
+}
+
 // Kubeconfig is the path of the lab's admin kubeconfig; empty without a control
 // plane. Its server is inside the lab: use it from a lab namespace (`svclab
 // kubectl`).
-func (l *Lab) Kubeconfig() string {
-	if l.cp == nil {
+func (c *ControlPlane) Kubeconfig() string {
+	if c == nil {
 		return ""
 	}
-	return l.cp.kubeconfig
+	return c.kubeconfig
 }
 
-// KubeBinary is the svclab-kube binary the lab runs its components from; empty
+// Binary is the svclab-kube binary the lab runs its components from; empty
 // without a control plane.
-func (l *Lab) KubeBinary() string {
-	if l.cp == nil {
+func (c *ControlPlane) Binary() string {
+	if c == nil {
 		return ""
 	}
-	return l.cp.binary
+	return c.binary
 }
 
 // Client is the lab's client of its API server, whose connections open in the
 // control plane's namespace; nil without a control plane. Objects written
 // through it reach the proxies that follow the API server (kube-proxy), not
 // the lab's topology.
-func (l *Lab) Client() *cluster.Client {
-	if l.cp == nil {
+func (c *ControlPlane) Client() *cluster.Client {
+	if c == nil {
 		return nil
 	}
-	return l.cp.client
+	return c.client
 }
 
-// startAPIServer starts the API server in the control plane's namespace and
+// StartAPIServer starts the API server in the control plane's namespace and
 // returns once the component binary is known good; waitFor then says whether
 // the other components may be forked before the API server is ready (they
 // wait for the kubeconfig, which ready writes last).
-func (c *controlPlane) startAPIServer(ctx context.Context) error {
-	t := c.host.snapshot()
+func (c *ControlPlane) StartAPIServer(ctx context.Context) error {
+	t := c.host.Snapshot()
 	cp := t.ControlPlane
 	m, err := c.host.Member(cp.Name)
 	if err != nil {
@@ -122,7 +176,7 @@ func (c *controlPlane) startAPIServer(ctx context.Context) error {
 	c.pki = pki
 	c.api = kube.APIServerConfig{
 		Netns: m.NetNS, Address: cp.IP, ServiceCIDR: t.ServiceCIDR, PKI: pki, NodePortRange: t.NodePortRange.String(),
-		Dir: filepath.Join(c.runDir, "kube-apiserver"), LogFile: c.comps.logFile("kube-apiserver"),
+		Dir: filepath.Join(c.runDir, "kube-apiserver"), LogFile: c.comps.LogFile("kube-apiserver"),
 	}
 	c.started = time.Now()
 	api, err := kube.StartAPIServer(bin, c.api)
@@ -131,7 +185,7 @@ func (c *controlPlane) startAPIServer(ctx context.Context) error {
 		return errors.Join((<-checked).Err, err)
 	}
 	// A static pod: its kubelet restarts it.
-	c.apiServer, err = c.comps.add(api, "kube-apiserver on "+cp.Name, func() (*kube.Process, error) { return kube.StartAPIServer(bin, c.api) })
+	c.apiServer, err = c.comps.Add(api, "kube-apiserver on "+cp.Name, func() (*kube.Process, error) { return kube.StartAPIServer(bin, c.api) })
 	if err != nil {
 		return err
 	}
@@ -143,11 +197,11 @@ func (c *controlPlane) startAPIServer(ctx context.Context) error {
 	return nil
 }
 
-// ready waits until the API server is ready, connects to it from the control
+// Ready waits until the API server is ready, connects to it from the control
 // plane's namespace, writes the lab's Nodes (what kube-proxy needs to start)
 // and then the kubeconfig, which the components forked before wait for.
-func (c *controlPlane) ready(ctx context.Context) error {
-	t := c.host.snapshot()
+func (c *ControlPlane) Ready(ctx context.Context) error {
+	t := c.host.Snapshot()
 	m, err := c.host.Member(t.ControlPlane.Name)
 	if err != nil {
 		return err
@@ -171,61 +225,61 @@ func (c *controlPlane) ready(ctx context.Context) error {
 	if err := kube.WriteKubeconfig(c.kubeconfig, c.name, c.api.URL(), c.pki); err != nil {
 		return err
 	}
-	return c.rec.update(func(r *record.Lab) { r.Kubeconfig, r.KubeBinary = c.kubeconfig, c.binary })
+	return c.rec.Update(func(r *record.Lab) { r.Kubeconfig, r.KubeBinary = c.kubeconfig, c.binary })
 }
 
-// waitForKubeconfig is the file a component forked now waits for: the
+// WaitForKubeconfig is the file a component forked now waits for: the
 // kubeconfig, when the binary takes --wait-for; "" when it does not (the
 // component is then started only once the kubeconfig is there).
-func (c *controlPlane) waitForKubeconfig() string {
+func (c *ControlPlane) WaitForKubeconfig() string {
 	if !c.waitFor {
 		return ""
 	}
 	return c.kubeconfig
 }
 
-// proxyGate is the file the kube-proxies forked early wait for ("" when
+// ProxyGate is the file the kube-proxies forked early wait for ("" when
 // they are not forked early): written once the lab's objects are in the API
 // server, its Pods' readiness reported and the controller's EndpointSlices
-// made (openProxyGate). kube-proxy's first sync then programs the whole
+// made (OpenProxyGate). kube-proxy's first sync then programs the whole
 // topology at once: started with the API server, it synced the empty cluster
 // and then every change of the lab's start, the third and later of them a
 // minSyncPeriod (1 s) apart, which cost a lab 1-2 s.
-func (c *controlPlane) proxyGate() string {
+func (c *ControlPlane) ProxyGate() string {
 	if !c.waitFor {
 		return ""
 	}
 	return filepath.Join(c.runDir, "kube-proxy.gate")
 }
 
-// openProxyGate lets the kube-proxies forked early run.
-func (c *controlPlane) openProxyGate() error {
-	gate := c.proxyGate()
+// OpenProxyGate lets the kube-proxies forked early run.
+func (c *ControlPlane) OpenProxyGate() error {
+	gate := c.ProxyGate()
 	if gate == "" {
 		return nil
 	}
 	return os.WriteFile(gate, nil, 0o644)
 }
 
-// startControllerManager runs the controller manager, which waits for the
+// StartControllerManager runs the controller manager, which waits for the
 // kubeconfig when it is started before the API server is ready.
-func (c *controlPlane) startControllerManager() error {
-	cp := c.host.snapshot().ControlPlane
+func (c *ControlPlane) StartControllerManager() error {
+	cp := c.host.Snapshot().ControlPlane
 	m, err := c.host.Member(cp.Name)
 	if err != nil {
 		return err
 	}
-	kcmConfig := kube.ControllerManagerConfig{Netns: m.NetNS, Kubeconfig: c.kubeconfig, LogFile: c.comps.logFile("kube-controller-manager"), WaitFor: c.waitForKubeconfig()}
+	kcmConfig := kube.ControllerManagerConfig{Netns: m.NetNS, Kubeconfig: c.kubeconfig, LogFile: c.comps.LogFile("kube-controller-manager"), WaitFor: c.WaitForKubeconfig()}
 	kcm, err := kube.StartControllerManager(c.binary, kcmConfig)
 	if err != nil {
 		return err
 	}
-	_, err = c.comps.add(kcm, "kube-controller-manager on "+cp.Name, func() (*kube.Process, error) { return kube.StartControllerManager(c.binary, kcmConfig) })
+	_, err = c.comps.Add(kcm, "kube-controller-manager on "+cp.Name, func() (*kube.Process, error) { return kube.StartControllerManager(c.binary, kcmConfig) })
 	return err
 }
 
-// startWatch starts the watch the lab follows the API server with.
-func (c *controlPlane) startWatch() error {
+// StartWatch starts the watch the lab follows the API server with.
+func (c *ControlPlane) StartWatch() error {
 	var err error
 	c.watchCtx, c.stopWatch = context.WithCancel(context.Background())
 	c.watch, err = c.client.Watch(c.watchCtx, func() {
@@ -237,9 +291,9 @@ func (c *controlPlane) startWatch() error {
 	return err
 }
 
-// stopFollowing stops the watch and waits until nothing syncs on its behalf, so
+// StopFollowing stops the watch and waits until nothing syncs on its behalf, so
 // that the proxiers can close.
-func (c *controlPlane) stopFollowing() {
+func (c *ControlPlane) StopFollowing() {
 	if c.stopWatch == nil {
 		return
 	}
@@ -250,7 +304,7 @@ func (c *controlPlane) stopFollowing() {
 }
 
 // writeNodes writes the lab's Nodes with the status a kubelet reports.
-func (c *controlPlane) writeNodes(ctx context.Context, nodes []topology.Node) error {
+func (c *ControlPlane) writeNodes(ctx context.Context, nodes []topology.Node) error {
 	now := time.Now()
 	for _, n := range nodes {
 		node := cluster.Node(n, now)
@@ -266,13 +320,13 @@ func (c *controlPlane) writeNodes(ctx context.Context, nodes []topology.Node) er
 	return nil
 }
 
-// applyTopology writes the rest of the topology into the API server as a cluster
+// ApplyTopology writes the rest of the topology into the API server as a cluster
 // would hold it (the Nodes are there): its namespaces, its Pods as writePods
 // (the kubelet's role) writes them, its Services as declared (the API server
 // allocates what they leave out, and the topology takes those allocations), and
 // the user's EndpointSlices.
-func (c *controlPlane) applyTopology(ctx context.Context, writePods func(context.Context, *topology.Topology, []topology.Pod) error) error {
-	t := c.host.snapshot()
+func (c *ControlPlane) ApplyTopology(ctx context.Context, writePods func(context.Context, *topology.Topology, []topology.Pod) error) error {
+	t := c.host.Snapshot()
 	for _, ns := range cluster.NamespacesOf(t) {
 		if err := c.client.Ensure(ctx, cluster.Namespaces, ns); err != nil {
 			return err
@@ -315,7 +369,7 @@ func (c *controlPlane) applyTopology(ctx context.Context, writePods func(context
 			return err
 		}
 	}
-	err := c.host.updateTopology(func(next *topology.Topology) error { return next.SetServices(svcs) })
+	err := c.host.UpdateTopology(func(next *topology.Topology) error { return next.SetServices(svcs) })
 	if err != nil {
 		return fmt.Errorf("the API server's Services: %w", err)
 	}
@@ -336,6 +390,3 @@ func namespaceNames(nss []*corev1.Namespace) []string {
 	}
 	return names
 }
-
-// terminatingGrace keeps a deleted pod terminating for longer than any lab runs.
-var terminatingGrace = int64(24 * 3600)

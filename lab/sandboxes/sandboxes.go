@@ -1,4 +1,7 @@
-package lab
+// Package sandboxes holds a lab's pods' sandboxes: the servers that answer on
+// each pod's ports (and on the nodes' host-network endpoints), and the removal
+// of a pod's namespace and link.
+package sandboxes
 
 import (
 	"context"
@@ -19,12 +22,12 @@ import (
 	"github.com/svclab/svclab/lab/traffic"
 )
 
-// sandboxes is the part of a lab that holds its pods' sandboxes: the servers
+// Sandboxes is the part of a lab that holds its pods' sandboxes: the servers
 // that answer on each pod's ports, and the removal of a pod's namespace and
-// link. Its lock guards the servers and nothing else: it is taken inside
-// changeMu and Lab.mu, and nothing is called with it held.
-type sandboxes struct {
-	members  sandboxMembers
+// link. Its lock guards the servers and nothing else: it is taken inside the
+// lab's changeMu and mu, and nothing is called with it held.
+type Sandboxes struct {
+	members  Members
 	net      *network.Network
 	parallel int
 
@@ -32,15 +35,21 @@ type sandboxes struct {
 	servers map[string]*traffic.Server
 }
 
-// sandboxMembers is what the sandboxes need of the lab's members: where each
+// Members is what the sandboxes need of the lab's members: where each
 // lives, and to forget a pod's.
-type sandboxMembers interface {
+type Members interface {
 	Member(name string) (*member.Member, error)
-	remove(name string) error
+	Remove(name string) error
 }
 
-// serve serves every declared port of each pod.
-func (s *sandboxes) serve(ctx context.Context, pods []topology.Pod) error {
+// New is the sandboxes of a lab whose members are members and whose network
+// is net; parallel bounds how many pods are served at once.
+func New(members Members, net *network.Network, parallel int) *Sandboxes {
+	return &Sandboxes{members: members, net: net, parallel: parallel}
+}
+
+// Serve serves every declared port of each pod.
+func (s *Sandboxes) Serve(ctx context.Context, pods []topology.Pod) error {
 	return fanout.Each(ctx, s.parallel, pods, func(_ context.Context, p topology.Pod) error {
 		if len(p.Ports) == 0 || p.Component != "" {
 			return nil // a component's pod runs the component (CoreDNS)
@@ -63,11 +72,11 @@ func (s *sandboxes) serve(ctx context.Context, pods []topology.Pod) error {
 	})
 }
 
-// serveNodes serves, in each node, the ports of the endpoints at the node's
+// ServeNodes serves, in each node, the ports of the endpoints at the node's
 // own address: a host-network endpoint (an API server on a control-plane
 // node, a node agent) that an imported cluster's Service has. A port
 // something in the node listens on already (a component's) is left to it.
-func (s *sandboxes) serveNodes(ctx context.Context, nodes []topology.Node, slices []discoveryv1.EndpointSlice) error {
+func (s *Sandboxes) ServeNodes(ctx context.Context, nodes []topology.Node, slices []discoveryv1.EndpointSlice) error {
 	return fanout.Each(ctx, s.parallel, nodes, func(_ context.Context, n topology.Node) error {
 		seen := map[corev1.ContainerPort]bool{}
 		for _, sl := range slices {
@@ -95,7 +104,7 @@ func (s *sandboxes) serveNodes(ctx context.Context, nodes []topology.Node, slice
 }
 
 // serveNodePort serves port cp in node n.
-func (s *sandboxes) serveNodePort(n topology.Node, cp corev1.ContainerPort) error {
+func (s *Sandboxes) serveNodePort(n topology.Node, cp corev1.ContainerPort) error {
 	m, err := s.members.Member(n.Name)
 	if err != nil {
 		return err
@@ -116,11 +125,11 @@ func (s *sandboxes) serveNodePort(n topology.Node, cp corev1.ContainerPort) erro
 	return nil
 }
 
-// remove tears a pod's sandbox down: its servers, its link and its namespace,
+// Remove tears a pod's sandbox down: its servers, its link and its namespace,
 // and its member. Graceful closes the pod's connections first, as a server
 // that handles SIGTERM does; otherwise the pod is cut off the network while
 // its connections are open, and their peers hear nothing more.
-func (s *sandboxes) remove(pod topology.Pod, graceful bool) error {
+func (s *Sandboxes) Remove(pod topology.Pod, graceful bool) error {
 	s.mu.Lock()
 	srv := s.servers[pod.Name]
 	delete(s.servers, pod.Name)
@@ -136,11 +145,11 @@ func (s *sandboxes) remove(pod topology.Pod, graceful bool) error {
 	if srv != nil && !graceful {
 		srv.Close()
 	}
-	return errors.Join(append(errs, namespaces.Delete(m.NetNS), s.members.remove(pod.Name))...)
+	return errors.Join(append(errs, namespaces.Delete(m.NetNS), s.members.Remove(pod.Name))...)
 }
 
-// close closes every server.
-func (s *sandboxes) close() {
+// Close closes every server.
+func (s *Sandboxes) Close() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, srv := range s.servers {
