@@ -22,6 +22,7 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/onsi/gomega/gexec"
 
+	"github.com/svclab/svclab/internal/liblog"
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
@@ -40,6 +41,9 @@ func TestSpecs(t *testing.T) {
 			t.Fatalf("SVCLAB_SPECS_DIR: %v", err)
 		}
 	}
+	// The lab's libraries log through the standard logger; netlink's notes
+	// on ipset attributes it does not decode are no finding (as in the CLI).
+	liblog.Quiet(os.Stderr)
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "svclab")
 }

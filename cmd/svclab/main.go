@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/svclab/svclab/internal/liblog"
 	"github.com/svclab/svclab/lab/namespaces"
 	_ "github.com/svclab/svclab/lab/proxy/iptables" // registers mode "iptables"
 	_ "github.com/svclab/svclab/lab/proxy/ipvs"     // registers mode "ipvs"
@@ -62,7 +63,7 @@ func usage(err error) error {
 }
 
 func main() {
-	quietLibraries(os.Stderr)
+	liblog.Quiet(os.Stderr)
 	os.Exit(runSvclab(os.Args[1:], os.Stderr))
 }
 

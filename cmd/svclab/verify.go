@@ -45,18 +45,21 @@ type run struct {
 	plan  verify.Plan
 }
 
+// verifyFlags are verify's flags.
+type verifyFlags struct {
+	lab    labFlags
+	asJSON bool
+	noVM   bool
+	plan   bool
+	flows  string
+	traced bool
+	// checkTimeout and heartbeat: see verify.Bounds.
+	checkTimeout time.Duration
+	heartbeat    time.Duration
+}
+
 func newVerifyCommand() *cobra.Command {
-	var (
-		f      labFlags
-		asJSON bool
-		noVM   bool
-		plan   bool
-		flows  string
-		traced bool
-		// checkTimeout and heartbeat: see verify.Bounds.
-		checkTimeout time.Duration
-		heartbeat    time.Duration
-	)
+	var f verifyFlags
 	cmd := &cobra.Command{
 		Use:   "verify [-f FILE] [--mode MODE|all] [--flows FLOWS] [--plan] [--json]",
 		Short: "Build the lab, check every flow to every Service with real connections, tear down",
@@ -82,128 +85,147 @@ a namespace removed) ends the run with an error saying so, and who took it.`,
   sudo svclab verify -f lb --mode all
   svclab verify --plan --json -f httpd`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			t, err := loadTopology(f.file)
-			if err != nil {
-				return err
-			}
-			runs, err := verifyRuns(f, t, flows)
-			if err != nil {
-				return err
-			}
-			var rep verifyReport
-			if plan {
-				rep.Planned = true
-				for _, r := range runs {
-					rep.Checks = append(rep.Checks, r.plan.Checks(r.label)...)
-				}
-				return printReport(cmd.OutOrStdout(), rep, asJSON)
-			}
-			if err := namespaces.CheckPrivileges(); err != nil {
-				return err
-			}
-			here, inVM, err := splitRuns(runs, noVM)
-			if err != nil {
-				return err
-			}
-			var log io.Writer = os.Stderr
-			dir := record.DefaultDir
-			ctx, stop := ownerContext("verify", dir, log)
-			defer stop()
-			bounds := verify.Bounds{Check: checkTimeout, Every: heartbeat, Log: log}
-			for _, r := range here {
-				start := time.Now()
-				// The lab's progress, and the death of any component it
-				// runs, on stderr.
-				r.opts.Log = log
-				l, err := lab.Up(ctx, t, r.opts)
-				if err != nil {
-					return fmt.Errorf("%s: %w", r.label, vanishedOr(ctx, err))
-				}
-				p := r.plan
-				if flows == "" && l.ControlPlane().Kubeconfig() != "" {
-					// The API server allocated what the file left out: the
-					// plan follows the lab as it came up.
-					if p, err = planFor(l.Topology(), r.opts, ""); err != nil {
-						return errors.Join(err, l.Down())
-					}
-				}
-				// A lab whose record or namespaces go under the checks
-				// ends them, saying so: its flows fail for that, not for
-				// its rules.
-				runCtx, cancel := context.WithCancelCause(ctx)
-				unwatch := watchLab(runCtx, cancel, dir, l.Record(), "verify")
-				fmt.Fprintf(log, "%s: checking %d flows and %d lookups\n", r.label, len(p.Flows), len(p.Lookups))
-				checks, err := verify.ExecuteBounded(runCtx, l, p, r.label, bounds)
-				if err == nil {
-					err = verify.Explain(runCtx, l, p, checks, traced, log)
-				}
-				unwatch()
-				checks = append(checks, verify.Deaths(l, r.label)...)
-				err = vanishedOr(runCtx, err)
-				// Gone between two looks of the watch: its checks and
-				// traces failed for that, not for the lab's rules.
-				rec := l.Record()
-				if v := record.Gone(dir, &rec, "verify"); v != nil && runCtx.Err() == nil {
-					err = v
-				}
-				cancel(nil)
-				err = errors.Join(err, l.Down())
-				if err != nil {
-					return fmt.Errorf("%s: %w", r.label, err)
-				}
-				passed := 0
-				for _, c := range checks {
-					if c.Passed {
-						passed++
-					}
-				}
-				fmt.Fprintf(log, "%s: %d of %d checks passed in %s\n", r.label, passed, len(checks), time.Since(start).Round(time.Millisecond))
-				rep.Checks = append(rep.Checks, checks...)
-			}
-			if len(inVM) > 0 {
-				var extra []string
-				if flows != "" {
-					extra = []string{"--flows", flows}
-				}
-				if traced {
-					extra = append(extra, "--trace")
-				}
-				if checkTimeout > 0 {
-					extra = append(extra, "--check-timeout", checkTimeout.String())
-				}
-				if heartbeat > 0 {
-					extra = append(extra, "--heartbeat", heartbeat.String())
-				}
-				checks, err := verifyInVM(f, inVM, extra)
-				if err != nil {
-					return err
-				}
-				rep.Checks = append(rep.Checks, checks...)
-			}
-			// A run that checked nothing proved nothing.
-			rep.Passed = len(rep.Checks) > 0
-			for _, c := range rep.Checks {
-				rep.Passed = rep.Passed && c.Passed
-			}
-			if err := printReport(cmd.OutOrStdout(), rep, asJSON); err != nil {
-				return err
-			}
-			if !rep.Passed {
-				return errChecksFailed
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVerify(cmd.OutOrStdout(), f) },
 	}
-	f.register(cmd.Flags())
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	cmd.Flags().BoolVar(&noVM, "no-vm", false, "never run in svclab's VM, even when this kernel lacks what a mode needs")
-	cmd.Flags().BoolVar(&plan, "plan", false, "print the checks a run would make and what each expects; builds nothing, needs no root")
-	cmd.Flags().BoolVar(&traced, "trace", false, "trace one attempt of every check, passing ones too (failed checks always carry one: see svclab trace)")
-	cmd.Flags().DurationVar(&checkTimeout, "check-timeout", 0, "fail a check still running after this long, naming what it waits for (default: each check's own bound, from its attempts)")
-	cmd.Flags().DurationVar(&heartbeat, "heartbeat", verify.DefaultHeartbeat, "while checks run, name those still running on stderr this often")
-	cmd.Flags().StringVar(&flows, "flows", "", "check the flows written in this file (or a shipped one by name: web) instead of every flow of the topology")
+	f.lab.register(cmd.Flags())
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	cmd.Flags().BoolVar(&f.noVM, "no-vm", false, "never run in svclab's VM, even when this kernel lacks what a mode needs")
+	cmd.Flags().BoolVar(&f.plan, "plan", false, "print the checks a run would make and what each expects; builds nothing, needs no root")
+	cmd.Flags().BoolVar(&f.traced, "trace", false, "trace one attempt of every check, passing ones too (failed checks always carry one: see svclab trace)")
+	cmd.Flags().DurationVar(&f.checkTimeout, "check-timeout", 0, "fail a check still running after this long, naming what it waits for (default: each check's own bound, from its attempts)")
+	cmd.Flags().DurationVar(&f.heartbeat, "heartbeat", verify.DefaultHeartbeat, "while checks run, name those still running on stderr this often")
+	cmd.Flags().StringVar(&f.flows, "flows", "", "check the flows written in this file (or a shipped one by name: web) instead of every flow of the topology")
 	return cmd
+}
+
+// runVerify plans every run f asks for; with --plan it prints the plan, else
+// it checks the runs this kernel can make here and the others in svclab's VM,
+// and prints one report of them all.
+func runVerify(out io.Writer, f verifyFlags) error {
+	t, err := loadTopology(f.lab.file)
+	if err != nil {
+		return err
+	}
+	runs, err := verifyRuns(f.lab, t, f.flows)
+	if err != nil {
+		return err
+	}
+	var rep verifyReport
+	if f.plan {
+		rep.Planned = true
+		for _, r := range runs {
+			rep.Checks = append(rep.Checks, r.plan.Checks(r.label)...)
+		}
+		return printReport(out, rep, f.asJSON)
+	}
+	if err := namespaces.CheckPrivileges(); err != nil {
+		return err
+	}
+	here, inVM, err := splitRuns(runs, f.noVM)
+	if err != nil {
+		return err
+	}
+	var log io.Writer = os.Stderr
+	dir := record.DefaultDir
+	ctx, stop := ownerContext("verify", dir, log)
+	defer stop()
+	bounds := verify.Bounds{Check: f.checkTimeout, Every: f.heartbeat, Log: log}
+	for _, r := range here {
+		checks, err := verifyHere(ctx, t, r, f, bounds, dir, log)
+		if err != nil {
+			return fmt.Errorf("%s: %w", r.label, err)
+		}
+		rep.Checks = append(rep.Checks, checks...)
+	}
+	if len(inVM) > 0 {
+		checks, err := verifyInVM(f.lab, inVM, f.vmArgs())
+		if err != nil {
+			return err
+		}
+		rep.Checks = append(rep.Checks, checks...)
+	}
+	// A run that checked nothing proved nothing.
+	rep.Passed = len(rep.Checks) > 0
+	for _, c := range rep.Checks {
+		rep.Passed = rep.Passed && c.Passed
+	}
+	if err := printReport(out, rep, f.asJSON); err != nil {
+		return err
+	}
+	if !rep.Passed {
+		return errChecksFailed
+	}
+	return nil
+}
+
+// verifyHere builds t for run r on this kernel, checks its plan (the plan of
+// the lab as it came up, when an API server allocated what the file left
+// out) and takes the lab down.
+func verifyHere(ctx context.Context, t *topology.Topology, r run, f verifyFlags, bounds verify.Bounds, dir string, log io.Writer) ([]verify.Check, error) {
+	start := time.Now()
+	// The lab's progress, and the death of any component it runs, on
+	// stderr.
+	r.opts.Log = log
+	l, err := lab.Up(ctx, t, r.opts)
+	if err != nil {
+		return nil, vanishedOr(ctx, err)
+	}
+	p := r.plan
+	if f.flows == "" && l.ControlPlane().Kubeconfig() != "" {
+		// The API server allocated what the file left out: the plan
+		// follows the lab as it came up.
+		if p, err = planFor(l.Topology(), r.opts, ""); err != nil {
+			return nil, errors.Join(err, l.Down())
+		}
+	}
+	// A lab whose record or namespaces go under the checks ends them,
+	// saying so: its flows fail for that, not for its rules.
+	runCtx, cancel := context.WithCancelCause(ctx)
+	unwatch := watchLab(runCtx, cancel, dir, l.Record(), "verify")
+	fmt.Fprintf(log, "%s: checking %d flows and %d lookups\n", r.label, len(p.Flows), len(p.Lookups))
+	checks, err := verify.ExecuteBounded(runCtx, l, p, r.label, bounds)
+	if err == nil {
+		err = verify.Explain(runCtx, l, p, checks, f.traced, log)
+	}
+	unwatch()
+	checks = append(checks, verify.Deaths(l, r.label)...)
+	err = vanishedOr(runCtx, err)
+	// Gone between two looks of the watch: its checks and traces failed
+	// for that, not for the lab's rules.
+	rec := l.Record()
+	if v := record.Gone(dir, &rec, "verify"); v != nil && runCtx.Err() == nil {
+		err = v
+	}
+	cancel(nil)
+	if err := errors.Join(err, l.Down()); err != nil {
+		return nil, err
+	}
+	passed := 0
+	for _, c := range checks {
+		if c.Passed {
+			passed++
+		}
+	}
+	fmt.Fprintf(log, "%s: %d of %d checks passed in %s\n", r.label, passed, len(checks), time.Since(start).Round(time.Millisecond))
+	return checks, nil
+}
+
+// vmArgs are the flags of f a run in svclab's VM takes on.
+func (f verifyFlags) vmArgs() []string {
+	var extra []string
+	if f.flows != "" {
+		extra = []string{"--flows", f.flows}
+	}
+	if f.traced {
+		extra = append(extra, "--trace")
+	}
+	if f.checkTimeout > 0 {
+		extra = append(extra, "--check-timeout", f.checkTimeout.String())
+	}
+	if f.heartbeat > 0 {
+		extra = append(extra, "--heartbeat", f.heartbeat.String())
+	}
+	return extra
 }
 
 // vanishedOr is err, or, when ctx ended first, why it did (its lab taken

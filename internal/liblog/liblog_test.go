@@ -1,4 +1,4 @@
-package main
+package liblog
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 // other line of the standard logger still reaches stderr.
 func TestDropLibraryNotes(t *testing.T) {
 	var stderr bytes.Buffer
-	l := log.New(dropLibraryNotes{w: &stderr}, "", log.LstdFlags)
+	l := log.New(dropNotes{w: &stderr}, "", log.LstdFlags)
 	// As vishvananda/netlink v1.3.1 prints them (ipset_linux.go), for the
 	// attribute Debian 12's kernel sends in a hash set's header.
 	l.Printf("unknown ipset data attribute from kernel: %+v %v", struct{ Type uint16 }{16401}, 17)
