@@ -100,7 +100,7 @@ SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
 # One process: the guest's two emulated CPUs are the
 # bottleneck, and two or three processes there made each kube-proxy-ipvs lab
 # 5-10 times slower (an API server exited on its own one-minute post-start bound).
-vm_filter='!kube-proxy-ipvs || trace || seeds || services || loadbalancer || dns || distribution || churn || lifecycle'
+vm_filter='!kube-proxy-ipvs || trace || seeds || services || loadbalancer || dns || distribution || churn || lifecycle || rootless'
 vm_status=0
 step "Ginkgo suite in svclab's VM (Debian's kernel): ipvs, and kube-proxy-ipvs but for its costliest labs"
 scripts/vm/run.sh --out "$out/vm" --timeout 80m --mem 4096 --kube-binary "$kube_binary" \

@@ -20,7 +20,6 @@ import (
 	"github.com/svclab/svclab/lab/bench"
 	"github.com/svclab/svclab/lab/bench/report"
 	"github.com/svclab/svclab/lab/kube"
-	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/vm"
 )
@@ -250,7 +249,7 @@ func inGuest() bool { return os.Getenv("SVCLAB_VM") == "1" }
 
 func runBench(cmd *cobra.Command, f benchFlags) (err error) {
 	fs := cmd.Flags()
-	if err := namespaces.CheckPrivileges(); err != nil {
+	if err := privileged(""); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

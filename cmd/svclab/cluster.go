@@ -14,7 +14,6 @@ import (
 
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/member"
-	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -38,7 +37,7 @@ follows the API server, and so does kube-proxy.`,
 			if cmd.ArgsLenAtDash() != 1 {
 				return usage(errors.New("usage: svclab kubectl LAB -- ARGS..."))
 			}
-			if err := namespaces.CheckPrivileges(); err != nil {
+			if err := privileged(args[0]); err != nil {
 				return err
 			}
 			r, err := record.Find(record.DefaultDir, args[0])
@@ -71,6 +70,10 @@ func newLogsCommand() *cobra.Command {
 				if err := checkName("COMPONENT|NODE", args[1]); err != nil {
 					return usage(err)
 				}
+			}
+			// Without root, the user's own labs, in their user namespace.
+			if err := privileged(""); err != nil {
+				return err
 			}
 			r, err := record.Find(record.DefaultDir, args[0])
 			if err != nil {

@@ -205,7 +205,7 @@ func kubeProxyRules(progress io.Writer, t *topology.Topology, o lab.Options, nod
 	if err := lab.Check(t, o); err != nil {
 		return "", usage(err)
 	}
-	if err := namespaces.CheckPrivileges(); err != nil {
+	if err := privileged(""); err != nil {
 		return "", err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

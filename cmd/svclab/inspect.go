@@ -35,6 +35,10 @@ lab's ID, or its name if only one lab has it. Needs no root.`,
   svclab inspect web --json | jq '.members[] | select(.kind == "pod") | .ip'`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			// Without root, the user's own labs, in their user namespace.
+			if err := privileged(""); err != nil {
+				return err
+			}
 			r, err := record.Find(record.DefaultDir, args[0])
 			if err != nil {
 				return usage(err)

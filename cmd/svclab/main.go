@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/internal/liblog"
+	"github.com/svclab/svclab/internal/rootless"
 	"github.com/svclab/svclab/lab/namespaces"
 	_ "github.com/svclab/svclab/lab/proxy/iptables" // registers mode "iptables"
 	_ "github.com/svclab/svclab/lab/proxy/ipvs"     // registers mode "ipvs"
@@ -64,12 +65,18 @@ func usage(err error) error {
 
 func main() {
 	liblog.Quiet(os.Stderr)
+	// In the user namespace a run without root made: its mounts first.
+	if err := rootless.Setup(); err != nil {
+		fmt.Fprintln(os.Stderr, "svclab:", err)
+		os.Exit(1)
+	}
 	os.Exit(runSvclab(os.Args[1:], os.Stderr))
 }
 
 // runSvclab runs svclab with args and returns its exit status, having told stderr what
 // went wrong; a usage error also says where to read the usage.
 func runSvclab(args []string, stderr io.Writer) int {
+	invocation = args
 	root := newRootCommand()
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()

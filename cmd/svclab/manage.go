@@ -24,7 +24,7 @@ func newDownCommand() *cobra.Command {
 		Short: "Tear a lab down (LAB is its ID, or its name if only one lab has it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := namespaces.CheckPrivileges(); err != nil {
+			if err := privileged(args[0]); err != nil {
 				return err
 			}
 			r, err := record.Find(record.DefaultDir, args[0])
@@ -74,6 +74,10 @@ func newLsCommand() *cobra.Command {
 		Short: "List labs",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Without root, the user's own labs, in their user namespace.
+			if err := privileged(""); err != nil {
+				return err
+			}
 			recs, bad, err := record.Scan(record.DefaultDir)
 			if err != nil {
 				return err
@@ -120,7 +124,7 @@ func newCleanCommand() *cobra.Command {
 		Short: "Remove what killed labs left behind (every svclab namespace no running lab owns)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := namespaces.CheckPrivileges(); err != nil {
+			if err := privileged(""); err != nil {
 				return err
 			}
 			rep, err := record.Clean(record.DefaultDir, all)
@@ -159,7 +163,7 @@ func newExecCommand() *cobra.Command {
 			if err := checkName("MEMBER", args[1]); err != nil {
 				return usage(err)
 			}
-			if err := namespaces.CheckPrivileges(); err != nil {
+			if err := privileged(args[0]); err != nil {
 				return err
 			}
 			r, err := record.Find(record.DefaultDir, args[0])

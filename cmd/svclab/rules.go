@@ -68,7 +68,7 @@ ipsets and iptables rules for ipvs mode. Nothing is created; no root is needed.`
 // installedRules prints what the nodes of the running lab id hold, as the lab's
 // mode lists it (iptables-save, nft list table, ipvsadm -Ln).
 func installedRules(out io.Writer, id, node string) error {
-	if err := namespaces.CheckPrivileges(); err != nil {
+	if err := privileged(id); err != nil {
 		return err
 	}
 	r, err := record.Find(record.DefaultDir, id)

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/svclab/svclab/lab"
-	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/trace"
 )
@@ -61,7 +60,11 @@ from -f (default: the built-in web.yaml) with the lab flags, traces, and tears i
 			if len(args) == 3 && cmd.Flags().NFlag() > countFlags(cmd, "udp", "json", "source-port") {
 				return usage(errors.New("a running lab (LAB FROM DEST:PORT) is traced as it is: the lab flags are for a throwaway lab (FROM DEST:PORT)"))
 			}
-			if err := namespaces.CheckPrivileges(); err != nil {
+			running := ""
+			if len(args) == 3 {
+				running = args[0]
+			}
+			if err := privileged(running); err != nil {
 				return err
 			}
 			// A throwaway lab taken down under the trace (svclab down,

@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/svclab/svclab/internal/rootless"
 	"github.com/svclab/svclab/lab"
-	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -59,7 +59,7 @@ With --foreground, up stays attached and Ctrl-C tears the lab down.`,
 			if err := lab.Check(t, o); err != nil {
 				return usage(err)
 			}
-			if err := namespaces.CheckPrivileges(); err != nil {
+			if err := privileged(""); err != nil {
 				return err
 			}
 			if foreground {
@@ -176,7 +176,7 @@ func startLab(t *topology.Topology, f labFlags, timings bool) error {
 	case out := <-msg:
 		if rest, ok := strings.CutPrefix(out, readyLine+"\n"); ok {
 			fmt.Print(rest)
-			fmt.Printf("Log: %s\n", logPath)
+			fmt.Printf("Log: %s\n", rootless.HostPath(logPath))
 			return child.Process.Release()
 		}
 		waitErr := child.Wait()

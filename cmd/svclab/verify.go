@@ -18,7 +18,6 @@ import (
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/kube"
-	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
 	"github.com/svclab/svclab/lab/topology"
@@ -118,7 +117,7 @@ func runVerify(out io.Writer, f verifyFlags) error {
 		}
 		return printReport(out, rep, f.asJSON)
 	}
-	if err := namespaces.CheckPrivileges(); err != nil {
+	if err := privileged(""); err != nil {
 		return err
 	}
 	here, inVM, err := splitRuns(runs, f.noVM)

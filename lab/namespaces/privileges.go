@@ -44,3 +44,15 @@ func CheckPrivileges() error {
 	}
 	return ErrPrivileges
 }
+
+// InUserNamespace says this process runs in a user namespace other than the
+// initial one (svclab without root, internal/rootless): its uid_map maps
+// fewer IDs than the initial namespace's whole range.
+func InUserNamespace() bool {
+	b, err := os.ReadFile("/proc/self/uid_map")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b))
+	return !(len(f) == 3 && f[0] == "0" && f[1] == "0" && f[2] == "4294967295")
+}

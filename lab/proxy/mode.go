@@ -77,6 +77,10 @@ type Mode struct {
 	// Available returns nil when the running kernel and userland can run the mode,
 	// or an error saying what is missing and what to do.
 	Available func() error
+	// NoUserNamespace says why the mode cannot run in the network namespaces
+	// of a user namespace (svclab without root), and what to do; nil: it can.
+	// Available refuses it there.
+	NoUserNamespace error
 	// Rules are the commands that print what a node programmed in this mode
 	// with c holds (iptables-save, nft list, ipvsadm -Ln): what `svclab rules`
 	// shows of a running lab and what a failure dump shows.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/version"
@@ -23,8 +24,9 @@ var mode = proxy.Mode{
 	Section:   proxy.SectionIPVS,
 	// It changes virtual servers one netlink call at a time and writes its few
 	// iptables rules with one iptables-restore.
-	Methods:   []string{MethodNetlink},
-	Available: Available,
+	Methods:         []string{MethodNetlink},
+	Available:       Available,
+	NoUserNamespace: errNoUserNamespace,
 	Kernel: []string{"ip_vs", "ip_set", "dummy", "nf_tables", "ip_tables", "xt_comment", "xt_conntrack",
 		"xt_mark", "xt_addrtype", "xt_set", "xt_MASQUERADE", "ipt_REJECT", "nf_conntrack_netlink"},
 	Rules: func(c proxy.Config) [][]string {
@@ -103,9 +105,21 @@ func Render(t proxy.Target, s *proxy.State) (string, error) {
 	return b.String(), nil
 }
 
+// errNoUserNamespace: the kernel registers IPVS's sysctls (net.ipv4.vs.*,
+// which kube-proxy and svclab's proxier set: conntrack=1) only in network
+// namespaces of the initial user namespace (ip_vs_control.c hides them from
+// the others), so the mode cannot run without root on the host. Found by the
+// rootless spec in svclab's VM: "open /proc/sys/net/ipv4/vs/conntrack: no
+// such file or directory".
+var errNoUserNamespace = errors.New("IPVS cannot run in a user namespace (svclab without root): the kernel gives its sysctls (net.ipv4.vs.*) " +
+	"to network namespaces of the initial user namespace only; run it in svclab's VM, as root in its guest (`svclab verify` does that by itself), or as root")
+
 // Available tells whether this kernel has IPVS and ipset and both iptables
 // backends are installed.
 func Available() error {
+	if namespaces.InUserNamespace() {
+		return errNoUserNamespace
+	}
 	if _, err := os.Stat("/proc/net/ip_vs"); err != nil {
 		return errors.New("this kernel has no IPVS (CONFIG_IP_VS: /proc/net/ip_vs is missing); " +
 			"run it in svclab's VM, whose Debian kernel has it: `svclab vm -- ARGS...` (`svclab verify` does that by itself)")
