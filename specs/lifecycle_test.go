@@ -17,6 +17,7 @@ import (
 	"github.com/onsi/gomega/gexec"
 
 	"github.com/svclab/svclab/lab"
+	"github.com/svclab/svclab/lab/doctor"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/record"
@@ -195,15 +196,28 @@ pods:
 		Expect(namespaces.List(record.NamespacePrefix + "badlab-")).To(BeEmpty())
 	})
 
-	It("says, as doctor without root, that it cannot tell which modes run natively", func() {
+	It("probes, as doctor without root, in a user namespace of its own", func() {
 		bin := worldExecutable(svclabBin)
-		cmd := exec.Command(bin, "doctor")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-		out, err := cmd.CombinedOutput()
-		Expect(err).To(HaveOccurred(), "svclab doctor as nobody:\n%s", out)
-		Expect(err.(*exec.ExitError).ExitCode()).To(Equal(2), string(out))
-		Expect(string(out)).To(ContainSubstring("cannot tell which modes can run natively"))
-		Expect(string(out)).NotTo(MatchRegexp(`(?m)^  \S+ +native`))
+		cmd := exec.Command(bin, "doctor", "--json")
+		cmd.Dir = filepath.Dir(bin)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		out, err := cmd.Output()
+		// 0 or 1 (a mode that can run nowhere), never 2: it probed.
+		if err != nil {
+			Expect(err.(*exec.ExitError).ExitCode()).To(Equal(1), "svclab doctor as nobody:\n%s", out)
+		}
+		var rep doctor.Report
+		Expect(json.Unmarshal(out, &rep)).To(Succeed(), string(out))
+		Expect(rep.Probed).To(BeTrue(), string(out))
+		Expect(rep.UserNamespace).To(BeTrue(), string(out))
+		By("a mode the kernel keeps from user namespaces is never native there")
+		for _, v := range rep.Modes {
+			m, err := proxy.Lookup(v.Mode)
+			Expect(err).NotTo(HaveOccurred())
+			if m.NoUserNamespace != nil {
+				Expect(v.Where).NotTo(Equal(doctor.Native), "%s as nobody: %+v", v.Mode, v)
+			}
+		}
 	})
 })
 

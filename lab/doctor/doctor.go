@@ -31,6 +31,10 @@ type Report struct {
 	// Probed: the kernel features were tried. Unprobed (without root), doctor
 	// cannot tell whether a mode runs natively, and says so.
 	Probed bool `json:"probed"`
+	// UserNamespace: doctor ran in a user namespace of svclab's, as an
+	// ordinary user (internal/rootless): the verdicts are what svclab runs
+	// without root.
+	UserNamespace bool `json:"userNamespace,omitempty"`
 }
 
 // KVM is what svclab's VM would start with.
@@ -70,6 +74,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	}
 	var rep Report
 	rep.HostKernel = vm.HostKernelRelease()
+	rep.UserNamespace = namespaces.InUserNamespace()
 	privileged := namespaces.CheckPrivileges() == nil
 	features, ns, err := probeKernel(ctx, privileged)
 	if err != nil {

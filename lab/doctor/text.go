@@ -55,6 +55,11 @@ func WriteText(w io.Writer, rep Report) error {
 		return err
 	}
 	var err error
+	if rep.UserNamespace {
+		if _, err := fmt.Fprintln(w, "\nprobed as an ordinary user, in a user namespace of svclab's own: these are what svclab runs without root"); err != nil {
+			return err
+		}
+	}
 	switch {
 	case !rep.Probed:
 		_, err = fmt.Fprintln(w, "\ncannot tell which modes can run natively without probing the kernel: run `sudo svclab doctor`")
