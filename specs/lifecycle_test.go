@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -197,11 +196,7 @@ pods:
 	})
 
 	It("probes, as doctor without root, in a user namespace of its own", func() {
-		bin := worldExecutable(svclabBin)
-		cmd := exec.Command(bin, "doctor", "--json")
-		cmd.Dir = filepath.Dir(bin)
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
-		out, err := cmd.Output()
+		out, err := newOrdinaryUser().command("doctor", "--json").Output()
 		// 0 or 1 (a mode that can run nowhere), never 2: it probed.
 		if err != nil {
 			Expect(err.(*exec.ExitError).ExitCode()).To(Equal(1), "svclab doctor as nobody:\n%s", out)

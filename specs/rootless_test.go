@@ -94,13 +94,18 @@ func newOrdinaryUser() ordinaryUser {
 	return ordinaryUser{bin: worldExecutable(svclabBin), runtimeDir: dir}
 }
 
-// run runs svclab with args as nobody, with no capabilities and no groups
-// but its own, and returns what it printed.
-func (u ordinaryUser) run(args ...string) (string, error) {
+// command is svclab with args, to run as nobody, with no capabilities and no
+// groups but its own.
+func (u ordinaryUser) command(args ...string) *exec.Cmd {
 	cmd := exec.Command(u.bin, args...)
 	cmd.Dir = filepath.Dir(u.bin)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=/nonexistent", "XDG_RUNTIME_DIR=" + u.runtimeDir}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
-	out, err := cmd.CombinedOutput()
+	return cmd
+}
+
+// run runs svclab with args as nobody and returns what it printed.
+func (u ordinaryUser) run(args ...string) (string, error) {
+	out, err := u.command(args...).CombinedOutput()
 	return string(out), err
 }
