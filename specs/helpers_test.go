@@ -33,6 +33,11 @@ func shipped(name string) *topology.Topology {
 // nodes' rules, conntrack tables and routes are written to the spec's output when a
 // spec fails.
 func upLab(t *topology.Topology, o lab.Options) *lab.Lab {
+	if o.Log == nil {
+		// The lab's progress and what it did on its own (readiness probes,
+		// deaths, restarts, a report retried) are in a failed spec's output.
+		o.Log = GinkgoWriter
+	}
 	l, err := lab.Up(context.Background(), t, o)
 	ExpectWithOffset(1, err).NotTo(HaveOccurred())
 	DeferCleanup(func() {

@@ -209,10 +209,21 @@ func (k *kubeProxy) Sync(ctx context.Context, s *proxy.State) error {
 	var diff []string
 	for {
 		got, err := k.mode.Read(k.ns, k.cfg)
-		if err != nil {
-			return fmt.Errorf("read what kube-proxy programmed: %w", err)
-		}
-		if diff = proxy.DiffServiceMaps(want, got); len(diff) == 0 {
+		switch {
+		case err != nil:
+			// Read while kube-proxy rewrites what it reads: a netlink dump of
+			// kube-ipvs0's addresses or of IPVS interrupted by a change
+			// (NLM_F_DUMP_INTR), a set swapped under ipset. Read again until
+			// the bound, which names the error if it lasts. Failing at once
+			// failed the lab's whole change, a pod's readiness report among
+			// them (its probe retries a period later, by when a restarted
+			// pod may answer again): one way to what CI's VM saw once,
+			// kube-proxy-ipvs's dataplane right and the lab's ports not.
+			diff = []string{"read what kube-proxy programmed: " + err.Error()}
+		default:
+			if diff = proxy.DiffServiceMaps(want, got); len(diff) > 0 {
+				break
+			}
 			if k.mode.Section != proxy.SectionIPVS {
 				return nil
 			}
