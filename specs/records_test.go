@@ -153,6 +153,9 @@ pods:
 	// with the figures. The run directory here is a 16 MiB tmpfs mounted in a
 	// mount namespace of the command's own.
 	It("refuses a control plane when the run directory lacks the room, saying how much", func() {
+		// The mount point: nothing may have made it yet when this spec runs
+		// first on a fresh machine.
+		Expect(os.MkdirAll(record.DefaultDir, 0o755)).To(Succeed())
 		cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
 			`mount -t tmpfs -o size=16m none "$1" && exec "$2" up --control-plane --kube-binary /bin/false`,
 			"sh", record.DefaultDir, svclabBin)

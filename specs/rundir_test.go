@@ -27,6 +27,11 @@ var _ = Describe("A full run directory", func() {
 	// The owner's output goes to a log under the run directory, which cannot be
 	// written: the cause comes over the ready pipe, which needs no disk.
 	It("shows why `svclab up` failed when the run directory is full, though the lab's log cannot be written", Label("records"), func() {
+		// Mount points: on a fresh machine (svclab's VM) nothing made them
+		// before this spec when it runs first ("mounting none on
+		// /run/svclab failed: No such file or directory" in CI's VM).
+		Expect(os.MkdirAll(record.DefaultDir, 0o755)).To(Succeed())
+		Expect(os.MkdirAll(namespaces.Dir, 0o755)).To(Succeed())
 		cmd := exec.Command("unshare", "-m", "--propagation", "private", "sh", "-c",
 			`mount -t tmpfs none "$3" && mount -t tmpfs -o size=1m none "$1" || exit 99
 			dd if=/dev/zero of="$1/fill" bs=64k 2>/dev/null
