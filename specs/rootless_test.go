@@ -56,7 +56,7 @@ var _ = Describe("A run without root", Label("rootless"), func() {
 		DeferCleanup(func() { u.run("down", id) })
 
 		By("root sees neither its namespaces nor its record; the user's state directory has it")
-		Expect(namespaces.List(record.NamespacePrefix)).NotTo(ContainElement(HaveSuffix("-"+run)))
+		Expect(namespaces.List(record.NamespacePrefix)).NotTo(ContainElement(HaveSuffix("-" + run)))
 		Expect(filepath.Join(record.DefaultDir, id+".json")).NotTo(BeAnExistingFile())
 		Expect(filepath.Join(u.runtimeDir, "svclab", id+".json")).To(BeAnExistingFile())
 

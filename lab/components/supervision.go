@@ -80,4 +80,3 @@ func (s *Supervision) update(what string, change func(r *record.Lab)) {
 		s.Logf("lab %s: record %s: %v", s.ID, what, err)
 	}
 }
-
