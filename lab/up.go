@@ -203,7 +203,7 @@ func finishUp(_ context.Context, l *Lab) error {
 func checkWhole(id string, members []record.Member) error {
 	var gone []string
 	for _, m := range members {
-		if !namespaces.Exists(m.NetNS) {
+		if !namespaces.Mounted(m.NetNS) {
 			gone = append(gone, m.NetNS)
 		}
 	}

@@ -35,6 +35,8 @@ declare -A pkg_of=(
   [update-ca-certificates]=ca-certificates   # https for curl and Go's module downloads
   [depmod]=kmod                  # modprobe, and depmod for the VM's modules
   [busybox]=busybox-static       # the guest's tools, and the DNS specs' wget in a pod (seed 002)
+  [newuidmap]=uidmap             # without root: a subordinate ID range in svclab's user namespace
+  [nsenter]=util-linux           # without root: later commands join a lab's user namespace
 )
 if $need_vm; then
   pkg_of+=(
@@ -66,4 +68,12 @@ if $need_go && ! command -v go >/dev/null 2>&1; then
     echo "scripts/setup.sh: Go 1.26 or newer is needed (https://go.dev/doc/install)" >&2
     exit 2
   fi
+fi
+
+# Without root, svclab runs each command in a user namespace of its own (README:
+# Without root), and the specs labelled rootless do that as nobody: say now,
+# not in a failed spec, when this host refuses an ordinary user one.
+if ! setpriv --reuid=65534 --regid=65534 --clear-groups unshare -Ur true 2>/dev/null; then
+  echo "scripts/setup.sh: warning: this host refuses an ordinary user a user namespace, so svclab without root" \
+    "and the specs labelled rootless cannot run; \`svclab doctor\` says which setting refuses it and how to allow it" >&2
 fi

@@ -8,7 +8,9 @@
 #      with the real kube-proxy (nftables, iptables-nft, iptables-legacy), with the
 #      differential check of svclab's iptables proxier against kube-proxy, both
 #      backends, in parallel processes (scripts/specs.sh: SVCLAB_PROCS);
-#   3. the Ginkgo suite in svclab's VM on Debian's kernel, one process: every
+#   3. the same suite as an ordinary user it makes (svclab-ci), without sudo, in
+#      svclab's user namespace (svclab unshare; scripts/ci/asuser.sh);
+#   4. the Ginkgo suite in svclab's VM on Debian's kernel, one process: every
 #      spec of IPVS, and of the real kube-proxy's IPVS mode (kube-proxy-ipvs)
 #      those the label filter below keeps; checkreport names how many it left
 #      out. The iptables modes in the VM would add some 25 minutes under TCG;
@@ -16,10 +18,10 @@
 #      beside the Go tests' builds and the host suite, an API server in the
 #      emulated guest missed its own post-start hook's bound
 #      (start-service-ip-repair-controllers) and exited;
-#   4. svclab verify on the shipped topologies in every mode, and with the real
+#   5. svclab verify on the shipped topologies in every mode, and with the real
 #      kube-proxy in nftables mode;
-#   5. svclab bench --quick, a smoke test of the benchmark's output;
-#   6. vagrant validate and scripts/provision.sh --check. The Vagrant box that boots
+#   6. svclab bench --quick, a smoke test of the benchmark's output;
+#   7. vagrant validate and scripts/provision.sh --check. The Vagrant box that boots
 #      (scripts/ci/vagrant.sh) is a job of its own: on a fresh machine it costs more
 #      than this run's budget leaves (docs/vagrant.md).
 # Every spec of every mode must run and pass: a skipped or pending spec fails the run.
@@ -91,6 +93,14 @@ go test -count=1 -timeout 20m ./lab/... ./vm/... ./cmd/... ./internal/... ./scri
 # its time under TCG; docs/specs.md).
 step "Ginkgo suite on this kernel ($(uname -r)): iptables-nft, iptables-legacy, and the real kube-proxy (nftables, iptables-nft, iptables-legacy)"
 SVCLAB_KUBE_BINARY=$kube_binary scripts/specs.sh "$out/host" \
+  iptables-nft,iptables-legacy,kube-proxy-nftables,kube-proxy-iptables-nft,kube-proxy-iptables-legacy
+
+# The same suite as an ordinary user, no sudo (README: Without root): a user
+# this script makes, svclab-ci, runs it under `svclab unshare`, in a user
+# namespace of its own with its subordinate IDs; root's view must show nothing
+# of it afterwards.
+step "Ginkgo suite as an ordinary user (svclab unshare, no sudo): the same modes"
+SVCLAB_KUBE_BINARY=$kube_binary scripts/ci/asuser.sh "$out/host" "$out/rootless" \
   iptables-nft,iptables-legacy,kube-proxy-nftables,kube-proxy-iptables-nft,kube-proxy-iptables-legacy
 
 # Every spec of ipvs (and of no mode); of kube-proxy-ipvs all but those that

@@ -238,12 +238,10 @@ func ensureBaseImage(ctx context.Context, k Kernel, cacheDir string, extraTools 
 	if err != nil {
 		return baseImage{}, fmt.Errorf("guest image: %w", err)
 	}
-	img := baseImage{Path: filepath.Join(cacheDir, "image", hash+".cpio"), Hash: hash}
-	if _, err := os.Stat(img.Path); err == nil {
-		cachedir.Touch(img.Path)
-		lg.printf("guest image %s (cached)", hash)
+	if img, ok := cachedImage(cacheDir, hash, lg); ok {
 		return img, nil
 	}
+	img := baseImage{Path: filepath.Join(cacheDir, "image", hash+".cpio"), Hash: hash}
 	// The lock of the directory Prune sweeps, wherever it is reached from
 	// (a cache of links to it, as a test's): Prune removes every .build-*
 	// there, which only the lock's holder may have under way.
@@ -265,6 +263,26 @@ func ensureBaseImage(ctx context.Context, k Kernel, cacheDir string, extraTools 
 	lg.printf("guest image %s built in %.1fs (%.1f MB, %d modules)", hash, time.Since(start).Seconds(), float64(size)/1e6, nmods)
 	cachedir.Prune(filepath.Dir(img.Path), "*.cpio", "", img.Path, lg.removed)
 	return img, nil
+}
+
+// cachedImage is the base image hash in cacheDir, else, when cacheDir is
+// another user's default cache, in root's, which is used as it is: root's
+// cache is not written, not even to mark the image used.
+func cachedImage(cacheDir, hash string, lg logger) (baseImage, bool) {
+	if p := filepath.Join(cacheDir, "image", hash+".cpio"); isRegular(p) {
+		cachedir.Touch(p)
+		lg.printf("guest image %s (cached)", hash)
+		return baseImage{Path: p, Hash: hash}, true
+	}
+	shared := sharedCacheDir(cacheDir)
+	if shared == "" {
+		return baseImage{}, false
+	}
+	if p := filepath.Join(shared, "image", hash+".cpio"); isRegular(p) {
+		lg.printf("guest image %s (cached by root in %s)", hash, filepath.Dir(p))
+		return baseImage{Path: p, Hash: hash}, true
+	}
+	return baseImage{}, false
 }
 
 func buildBaseImage(ctx context.Context, k Kernel, in hostInputs, dst string, lg logger) (size int64, nmods int, err error) {
@@ -409,4 +427,9 @@ func baseTree(ctx context.Context, in hostInputs) (t tree, leftOut []string, err
 		t.symlink(applet, "/usr/bin/busybox")
 	}
 	return t, leftOut, nil
+}
+
+func isRegular(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.Mode().IsRegular()
 }

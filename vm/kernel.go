@@ -81,6 +81,10 @@ func EnsureKernel(ctx context.Context, cacheDir string, log io.Writer) (Kernel, 
 		lg.printf("kernel %s (cached)", k)
 		return k, nil
 	}
+	if k, err := sharedKernel(cacheDir, filepath.Base(dir)); err == nil {
+		lg.printf("kernel %s (cached by root in %s)", k, k.Dir)
+		return k, nil
+	}
 	// The lock of the directory Prune sweeps (see ensureBaseImage).
 	kernels := filepath.Dir(dir)
 	unlock, err := cachedir.Lock(ctx, kernels, func() { lg.printf("another svclab is filling the cache %s; waiting for it", kernels) })
@@ -297,9 +301,35 @@ func loadKernel(dir string) (Kernel, error) {
 	return k, nil
 }
 
+// sharedKernel is the kernel called name (PACKAGE_VERSION) in root's cache,
+// when cacheDir is another user's default cache. It is used as it is: root's
+// cache is not written, not even to mark the kernel used.
+func sharedKernel(cacheDir, name string) (Kernel, error) {
+	shared := sharedCacheDir(cacheDir)
+	if shared == "" {
+		return Kernel{}, errors.New("no shared cache")
+	}
+	return loadKernel(filepath.Join(shared, "kernel", name))
+}
+
 // CachedKernel returns the kernel in cacheDir used last, the one a run takes
-// when apt cannot name a newer one.
+// when apt cannot name a newer one; when cacheDir, another user's default
+// cache, has none, the one in root's cache used last.
 func CachedKernel(cacheDir string) (Kernel, error) {
+	k, err := newestKernel(cacheDir)
+	if err == nil {
+		return k, nil
+	}
+	if shared := sharedCacheDir(cacheDir); shared != "" {
+		if k, serr := newestKernel(shared); serr == nil {
+			return k, nil
+		}
+	}
+	return Kernel{}, err
+}
+
+// newestKernel is the kernel in cacheDir used last.
+func newestKernel(cacheDir string) (Kernel, error) {
 	dirs, _ := filepath.Glob(filepath.Join(cacheDir, "kernel", "linux-image-*"))
 	type cand struct {
 		k   Kernel

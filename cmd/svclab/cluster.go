@@ -121,7 +121,8 @@ func newKubeBinaryCommand() *cobra.Command {
 		Long: `svclab runs kube-apiserver, kube-controller-manager, kube-proxy, kubectl and CoreDNS
 from one binary, svclab-kube, built from this repository's components/ module (the
 upstream code at one pinned release) on first use and cached under
-/var/cache/svclab/kube, keyed by the release and the sources. This builds it now
+/var/cache/svclab/kube as root, an ordinary user's ~/.cache/svclab/kube otherwise
+(taking root's when it is there), keyed by the release and the sources. This builds it now
 (several minutes and about 3 GB of memory the first time; progress on stderr) and
 prints its path.`,
 		Args: cobra.NoArgs,

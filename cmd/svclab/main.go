@@ -44,7 +44,7 @@ the built-in web.yaml is used.`,
 	root.SetVersionTemplate("{{versionText}}")
 	root.AddCommand(newUpCommand(), newDownCommand(), newLsCommand(), newExecCommand(), newCleanCommand(),
 		newRulesCommand(), newVerifyCommand(), newKubectlCommand(), newLogsCommand(), newKubeBinaryCommand(), newVMCommand(), newBenchCommand(), newDoctorCommand(), newImportCommand(), newCompareCommand(), newTraceCommand(),
-		newVersionCommand(), newInspectCommand(), newGraphCommand())
+		newVersionCommand(), newInspectCommand(), newGraphCommand(), newUnshareCommand())
 	completeNames(root)
 	strictUsage(root)
 	return root

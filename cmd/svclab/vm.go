@@ -40,7 +40,8 @@ func newVMCommand() *cobra.Command {
 minimal root holding this svclab, iptables (both backends), ipset, ipvsadm and
 conntrack, run 'svclab ARGS' there as root, stream its output, and return its exit
 status. The kernel is fetched with apt-get download once and cached under
-/var/cache/svclab. Files named in ARGS are copied into the guest.`,
+/var/cache/svclab as root, an ordinary user's ~/.cache/svclab otherwise (taking
+root's kernel and image when they are there). Files named in ARGS are copied into the guest.`,
 		Example: `  svclab vm -- verify --mode ipvs
   svclab vm -- rules --mode ipvs -f topologies/httpd.yaml`,
 		Args: cobra.MinimumNArgs(1),

@@ -1,6 +1,7 @@
 // Package cachedir is how svclab keeps what it makes once and reuses (the VM's
-// kernels and guest images, the Kubernetes components' binary) under
-// /var/cache/svclab: entries appear by rename, so readers need no lock; makers
+// kernels and guest images, the Kubernetes components' binary) under Root:
+// root's /var/cache/svclab, an ordinary user's own (who reads root's entries
+// too, see Fallback). Entries appear by rename, so readers need no lock; makers
 // take the directory's lock, so two runs never make the same entry at once; and
 // entries unused for a week go when a new one is made.
 package cachedir
@@ -11,6 +12,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +26,9 @@ const StaleAfter = 7 * 24 * time.Hour
 func Lock(ctx context.Context, dir string, waiting func()) (unlock func(), err error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cache %s: %w", dir, err)
+	}
+	if err := Owned(dir); err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
@@ -53,6 +58,25 @@ func Lock(ctx context.Context, dir string, waiting func()) (unlock func(), err e
 		unix.Flock(int(f.Fd()), unix.LOCK_UN)
 		f.Close()
 	}, nil
+}
+
+// Owned says whether dir belongs to this user or to root, the only ones whose
+// entries a run may trust: an ordinary user's cache may be in /tmp (a user
+// without a home), where another user could have made the directory first and
+// put a binary of theirs in it.
+func Owned(dir string) error {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("cache %s: %w", dir, err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return nil
+	}
+	if euid := os.Geteuid(); int(st.Uid) != euid && st.Uid != 0 {
+		return fmt.Errorf("cache %s: owned by uid %d, not by this user (uid %d) or root: set $%s to a directory of yours", dir, st.Uid, euid, Env)
+	}
+	return nil
 }
 
 // Touch marks an entry as used now.

@@ -22,6 +22,9 @@ import (
 	"strconv"
 	"syscall"
 
+	"github.com/vishvananda/netlink"
+
+	"github.com/svclab/svclab/internal/cachedir"
 	"golang.org/x/sys/unix"
 )
 
@@ -32,6 +35,11 @@ const envInside = "SVCLAB_USERNS"
 // envState passes the state directory into a new user namespace, where Setup
 // mounts it on /run/svclab.
 const envState = "SVCLAB_STATE_DIR"
+
+// envMappingFD names the descriptor on which a new user namespace's first
+// process waits until its ID mappings are written (by newuidmap and
+// newgidmap, from outside).
+const envMappingFD = "SVCLAB_USERNS_MAPPING_FD"
 
 // Inside says this process runs in a user namespace svclab made or joined.
 func Inside() bool { return os.Getenv(envInside) != "" }
@@ -62,6 +70,11 @@ var ErrNoUserNamespace = errors.New("svclab runs without root in a user namespac
 // namespace is the run's own "host": svclab switches between the lab's
 // namespaces and back to the one it started in, which must be one its user
 // namespace owns; and nothing of the run reaches the host's network.
+//
+// The user is root inside; a user with a subordinate ID range (/etc/subuid,
+// /etc/subgid) and newuidmap/newgidmap has that range mapped from ID 1 up, as
+// rootless Podman maps it, so that other users exist inside (a spec acting as
+// nobody in the suite run this way). Without one, the user alone is mapped.
 func Run(args []string) (int, error) {
 	state := StateDir()
 	if err := os.MkdirAll(state, 0o700); err != nil {
@@ -72,16 +85,25 @@ func Run(args []string) (int, error) {
 		return 0, err
 	}
 	cmd := exec.Command(self, args...)
-	cmd.Env = append(os.Environ(), envInside+"=new", envState+"="+state)
-	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}},
-		// Without a subordinate range (newgidmap), a single mapping is all
-		// an ordinary user may write, and only with setgroups denied.
-		GidMappingsEnableSetgroups: false,
+	// The user's cache, chosen out here: inside, the user is root and would
+	// pick root's, which it may not write.
+	cmd.Env = append(os.Environ(), envInside+"=new", envState+"="+state, cachedir.Env+"="+cachedir.Root())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWNET}
+	ids, err := subordinateIDs()
+	if err != nil {
+		return 0, err
 	}
-	code, err := runChild(cmd)
+	var mapped func(pid int) error
+	if ids == nil {
+		cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
+		cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
+		// A single mapping is all an ordinary user may write, and only
+		// with setgroups denied.
+		cmd.SysProcAttr.GidMappingsEnableSetgroups = false
+	} else {
+		mapped = ids.write
+	}
+	code, err := runChild(cmd, mapped)
 	if err != nil && (errors.Is(err, syscall.EPERM) || errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EACCES)) {
 		return 0, fmt.Errorf("%w: %v", ErrNoUserNamespace, err)
 	}
@@ -105,19 +127,42 @@ func Join(pid int, args []string) (int, error) {
 		// nsenter's setgroups, which that namespace denies (Run maps one
 		// group without a subordinate range), is not called.
 		"--preserve-credentials", "--", self}, args...)...)
-	cmd.Env = append(os.Environ(), envInside+"=joined")
-	return runChild(cmd)
+	cmd.Env = append(os.Environ(), envInside+"=joined", cachedir.Env+"="+cachedir.Root())
+	return runChild(cmd, nil)
 }
 
 // runChild runs cmd on this process's standard streams, passing on
-// interrupts, and returns its exit status.
-func runChild(cmd *exec.Cmd) (int, error) {
+// interrupts, and returns its exit status. When mapped is not nil, the child
+// waits, before anything else, until mapped has written its ID mappings
+// (WaitForMappings).
+func runChild(cmd *exec.Cmd, mapped func(pid int) error) (int, error) {
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	var release *os.File
+	if mapped != nil {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return 0, err
+		}
+		defer r.Close()
+		defer w.Close()
+		cmd.ExtraFiles = []*os.File{r}
+		cmd.Env = append(cmd.Env, envMappingFD+"=3")
+		release = w
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	if err := cmd.Start(); err != nil {
 		return 0, err
+	}
+	if mapped != nil {
+		if err := mapped(cmd.Process.Pid); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return 0, err
+		}
+		release.Write([]byte{1})
+		release.Close()
 	}
 	done := make(chan struct{})
 	go func() {
@@ -166,6 +211,12 @@ func Setup() error {
 	if os.Getenv(envInside) != "new" {
 		return nil
 	}
+	if err := waitForMappings(); err != nil {
+		return err
+	}
+	// Once: a svclab this one starts (a spec's, under `svclab unshare`) is
+	// inside already, in these mounts.
+	os.Setenv(envInside, "ready")
 	state := os.Getenv(envState)
 	// Opened before /run is covered: the state directory is often under it
 	// (/run/user/UID).
@@ -188,6 +239,16 @@ func Setup() error {
 	src := "/proc/self/fd/" + strconv.Itoa(int(dir.Fd()))
 	if err := unix.Mount(src, "/run/svclab", "", unix.MS_BIND, ""); err != nil {
 		return fmt.Errorf("rootless: mount the state directory %s on /run/svclab: %w", state, err)
+	}
+	// The run's network namespace starts with lo down; a program run in it
+	// (the ginkgo CLI's parallel processes report to a server on 127.0.0.1)
+	// expects it up, as in any host's.
+	lo, err := netlink.LinkByName("lo")
+	if err == nil {
+		err = netlink.LinkSetUp(lo)
+	}
+	if err != nil {
+		return fmt.Errorf("rootless: bring lo up in the run's network namespace: %w", err)
 	}
 	return nil
 }

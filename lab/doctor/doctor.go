@@ -35,6 +35,8 @@ type Report struct {
 	// ordinary user (internal/rootless): the verdicts are what svclab runs
 	// without root.
 	UserNamespace bool `json:"userNamespace,omitempty"`
+	// WithoutRoot is what an ordinary user's svclab can do here.
+	WithoutRoot WithoutRoot `json:"withoutRoot"`
 }
 
 // KVM is what svclab's VM would start with.
@@ -94,6 +96,7 @@ func Run(ctx context.Context, o Options) (Report, error) {
 	rep.VMKernel = vmKernel(o.CacheDir)
 	rep.VMMissing = append([]vm.Missing{}, vm.HostMissing(o.CacheDir, o.Qemu)...)
 	rep.Modes, rep.OK = judge(registeredModes(), rep.Features, rep.VMMissing)
+	rep.WithoutRoot = withoutRoot(ctx)
 	rep.Probed = privileged && ns != ""
 	if !rep.Probed {
 		rep.undecided()

@@ -47,6 +47,7 @@ func WriteText(w io.Writer, rep Report) error {
 	} else {
 		fmt.Fprintf(tw, "  kernel\tnot cached: the first VM run fetches Debian's with apt-get download (needs Debian's package mirrors)\n")
 	}
+	rep.WithoutRoot.write(tw)
 	fmt.Fprintf(tw, "\nmodes\n")
 	for _, v := range rep.Modes {
 		fmt.Fprintf(tw, "  %s\t%s\n", v.Mode, v)

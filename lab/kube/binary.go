@@ -14,14 +14,23 @@ import (
 	"time"
 
 	"github.com/svclab/svclab/internal/cachedir"
+	"golang.org/x/sys/unix"
 )
 
 // Version is the Kubernetes release the components module (components/go.mod) pins;
 // TestVersionMatchesComponents keeps the two equal.
 const Version = "v1.37.2"
 
-// DefaultCacheDir holds built component binaries.
-const DefaultCacheDir = "/var/cache/svclab/kube"
+// DefaultCacheDir holds built component binaries: root's /var/cache/svclab/kube,
+// an ordinary user's under $XDG_CACHE_HOME/svclab or ~/.cache/svclab (see
+// cachedir.Root). Set once at start, which is when $SVCLAB_CACHE_DIR is given.
+var DefaultCacheDir = filepath.Join(cachedir.Root(), "kube")
+
+// systemCacheDir is root's cache of component binaries. A run with the default
+// cache of another user uses a binary root built there rather than spend many
+// minutes building the same one again; it never writes there. A variable for
+// tests.
+var systemCacheDir = filepath.Join(cachedir.System, "kube")
 
 // BinaryEnv names the environment variable that, like --kube-binary, gives a
 // component binary to use instead of building one.
@@ -37,7 +46,8 @@ type Options struct {
 	// Path is a binary to use as it is (--kube-binary); empty: $SVCLAB_KUBE_BINARY,
 	// else the cache, else a build.
 	Path string
-	// CacheDir holds built binaries; empty: DefaultCacheDir.
+	// CacheDir holds built binaries; empty: DefaultCacheDir, and then root's
+	// cache is read too when DefaultCacheDir is another user's.
 	CacheDir string
 	// Log receives progress lines (a build takes minutes); nil drops them.
 	Log io.Writer
@@ -108,14 +118,14 @@ func BinaryChecked(ctx context.Context, o Options) (string, <-chan BinaryCheck, 
 	if cacheDir == "" {
 		cacheDir = DefaultCacheDir
 	}
+	shared := cachedir.Fallback(cacheDir, DefaultCacheDir, systemCacheDir)
 	lg := logger{o.Log}
 	src, srcErr := findSource()
 	if srcErr != nil {
 		// An installed svclab without its source tree can still use what an earlier
 		// run built for this version.
-		if cached := newestCached(cacheDir); cached != "" {
+		if cached := newestCached(cacheDir, shared); cached != "" {
 			lg.printf("no source tree (%v); using the cached %s", srcErr, cached)
-			cachedir.Touch(cached)
 			return cached, checked, nil
 		}
 		return "", nil, fmt.Errorf("the Kubernetes components (%s) are not built yet and %w; or give a built svclab-kube with --kube-binary PATH or $%s", Version, srcErr, BinaryEnv)
@@ -125,9 +135,8 @@ func BinaryChecked(ctx context.Context, o Options) (string, <-chan BinaryCheck, 
 		return "", nil, err
 	}
 	bin := filepath.Join(cacheDir, cachedName(key))
-	if _, err := os.Stat(bin); err == nil {
-		cachedir.Touch(bin)
-		return bin, checked, nil
+	if found := findCached(cachedName(key), cacheDir, shared); found != "" {
+		return found, checked, nil
 	}
 	if o.NoBuild {
 		return "", nil, ErrNotBuilt
@@ -138,9 +147,8 @@ func BinaryChecked(ctx context.Context, o Options) (string, <-chan BinaryCheck, 
 	}
 	defer unlock()
 	// Another run may have built it while this one waited for the lock.
-	if _, err := os.Stat(bin); err == nil {
-		cachedir.Touch(bin)
-		return bin, checked, nil
+	if found := findCached(cachedName(key), cacheDir, shared); found != "" {
+		return found, checked, nil
 	}
 	if err := build(ctx, src, bin, lg); err != nil {
 		return "", nil, err
@@ -189,9 +197,38 @@ func Versions(ctx context.Context, path string) ([]string, error) {
 // cachedName is the file name of the build of sources with the given key.
 func cachedName(key string) string { return "svclab-kube-" + Version + "-" + key }
 
-// newestCached returns the most recently used cached binary of Version, or "".
-func newestCached(cacheDir string) string {
-	matches, _ := filepath.Glob(filepath.Join(cacheDir, "svclab-kube-"+Version+"-*"))
+// findCached returns the binary called name in cacheDir, else in shared (root's
+// cache, or ""), else "". Only an entry of cacheDir is marked as used: shared
+// is root's, which this run must not write, and root's own runs keep it fresh.
+func findCached(name, cacheDir, shared string) string {
+	if p := filepath.Join(cacheDir, name); isFile(p) && cachedir.Owned(cacheDir) == nil {
+		cachedir.Touch(p)
+		return p
+	}
+	if shared == "" {
+		return ""
+	}
+	if p := filepath.Join(shared, name); isFile(p) {
+		return p
+	}
+	return ""
+}
+
+// newestCached returns the most recently used cached binary of Version in
+// cacheDir, else in shared (root's cache, or ""), else "".
+func newestCached(cacheDir, shared string) string {
+	if p := newestIn(cacheDir); p != "" && cachedir.Owned(cacheDir) == nil {
+		cachedir.Touch(p)
+		return p
+	}
+	if shared == "" {
+		return ""
+	}
+	return newestIn(shared)
+}
+
+func newestIn(dir string) string {
+	matches, _ := filepath.Glob(filepath.Join(dir, "svclab-kube-"+Version+"-*"))
 	sort.Slice(matches, func(i, j int) bool { return modTime(matches[i]).After(modTime(matches[j])) })
 	if len(matches) == 0 {
 		return ""
@@ -224,4 +261,30 @@ func (l logger) printf(format string, args ...any) {
 		return
 	}
 	fmt.Fprintf(l.w, "kube: "+format+"\n", args...)
+}
+
+// goEnv is what the go command building the components into cacheDir needs
+// added to its environment (getenv reads svclab's): its build and module caches
+// under cacheDir when it would find no place of its own for them. Go puts them
+// under $GOCACHE or $XDG_CACHE_HOME or $HOME/.cache, and $GOMODCACHE or
+// $GOPATH/pkg/mod or $HOME/go/pkg/mod; a user without a home (nobody's is
+// /nonexistent) has none of these, and the build would fail after the 13
+// minutes' worth of nothing it could cache.
+func goEnv(cacheDir string, getenv func(string) string) []string {
+	home := getenv("HOME")
+	// A home the user may not write (HOME=/ of some system users) is none.
+	hasHome := home != "" && isDirectory(home) && unix.Access(home, unix.W_OK) == nil
+	var env []string
+	if getenv("GOCACHE") == "" && !filepath.IsAbs(getenv("XDG_CACHE_HOME")) && !hasHome {
+		env = append(env, "GOCACHE="+filepath.Join(cacheDir, "go", "build"))
+	}
+	if getenv("GOMODCACHE") == "" && getenv("GOPATH") == "" && !hasHome {
+		env = append(env, "GOMODCACHE="+filepath.Join(cacheDir, "go", "mod"))
+	}
+	return env
+}
+
+func isDirectory(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
 }

@@ -55,7 +55,7 @@ func build(ctx context.Context, src, bin string, lg logger) error {
 
 	cmd := exec.CommandContext(ctx, goBin, "build", "-v", "-trimpath", "-ldflags", Ldflags(), "-o", tmp.Name(), "./cmd/svclab-kube")
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(append(os.Environ(), "CGO_ENABLED=0"), goEnv(filepath.Dir(bin), os.Getenv)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		return err

@@ -110,6 +110,16 @@ func Exists(name string) bool {
 	return err == nil
 }
 
+// Mounted tells whether the named namespace is there: its file holds a
+// network namespace (nsfs). Exists is not enough to say a lab's namespace is
+// whole: a deletion unmounts the namespace, then removes the file, and a
+// look between the two finds a plain file (seen under load: a trace's open
+// failed with "unknown FS magic", while the lab still looked whole).
+func Mounted(name string) bool {
+	var st unix.Statfs_t
+	return unix.Statfs(Path(name), &st) == nil && st.Type == unix.NSFS_MAGIC
+}
+
 // List returns the named namespaces whose names start with prefix, sorted.
 func List(prefix string) ([]string, error) {
 	entries, err := os.ReadDir(Dir)

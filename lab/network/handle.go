@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/topology"
@@ -52,8 +53,14 @@ func (h *handle) silenceIPv6(name string) error {
 	return nil
 }
 
+// addAddr gives link addr. An IPv6 address skips duplicate address detection
+// (IFA_F_NODAD): the lab hands out every address once, and DAD would keep a
+// fresh address tentative, unusable, for a second or more.
 func (h *handle) addAddr(link netlink.Link, addr netip.Prefix) error {
 	a := &netlink.Addr{IPNet: ipNet(addr)}
+	if addr.Addr().Is6() {
+		a.Flags = unix.IFA_F_NODAD
+	}
 	if err := h.Netlink.AddrAdd(link, a); err != nil {
 		return fmt.Errorf("netns %s: add %s to %s: %w", h.Name, addr, link.Attrs().Name, err)
 	}
@@ -89,9 +96,9 @@ func ipNet(p netip.Prefix) *net.IPNet {
 }
 
 // plug sets h's sysctls and connects it to the node network: eth0 inside it
-// with addr, the other end, called port, on the fabric bridge. Errors name
-// the member as what.
-func (h *handle) plug(fabric *handle, what string, sysctls []namespaces.Setting, port string, addr netip.Prefix) error {
+// with addrs (one a family), the other end, called port, on the fabric
+// bridge. Errors name the member as what.
+func (h *handle) plug(fabric *handle, what string, sysctls []namespaces.Setting, port string, addrs ...netip.Prefix) error {
 	if err := namespaces.Sysctl(h.Name, sysctls); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
@@ -109,8 +116,10 @@ func (h *handle) plug(fabric *handle, what string, sysctls []namespaces.Setting,
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if err := h.addAddr(eth, addr); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	for _, addr := range addrs {
+		if err := h.addAddr(eth, addr); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	return nil
 }
@@ -126,6 +135,13 @@ func (h *handle) routePodCIDRs(what string, nodes []topology.Node) error {
 		r := &netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipNet(n.PodCIDR), Gw: n.IP.AsSlice()}
 		if err := h.Netlink.RouteAdd(r); err != nil {
 			return fmt.Errorf("%s: route %s via %s: %w", what, n.PodCIDR, n.IP, err)
+		}
+		if !n.PodCIDR6.IsValid() {
+			continue
+		}
+		r = &netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipNet(n.PodCIDR6), Gw: n.IP6.AsSlice()}
+		if err := h.Netlink.RouteAdd(r); err != nil {
+			return fmt.Errorf("%s: route %s via %s: %w", what, n.PodCIDR6, n.IP6, err)
 		}
 	}
 	return nil

@@ -50,10 +50,10 @@ func podVeth(podKey, run string) string {
 	return "veth" + hex.EncodeToString(sum[:4])
 }
 
-// Sysctls of each kind of member. IPv6 is off in every member but the pods: the
-// lab is IPv4 and router solicitations and MLD reports would only clutter
-// captures. Pods keep it on (as a bridge CNI's pods do) with no address on eth0
-// (silenceIPv6): writing a sysctl costs a walk of every network namespace's
+// Sysctls of each kind of member. In an IPv4-only lab IPv6 is off in every
+// member but the pods (dualstack.go has a dual-stack lab's): router
+// solicitations and MLD reports would only clutter captures. Pods keep it on
+// (as a bridge CNI's pods do) with no address on eth0 (silenceIPv6): writing a sysctl costs a walk of every network namespace's
 // /proc/sys/net entry, one hash chain in the kernel's dentry cache, so at
 // thousands of pods the writes took most of the lab's build (100 nodes of 100
 // pods: 99 s of namespaces and links, about two thirds of the CPU in
@@ -114,7 +114,7 @@ func (n *Network) Build(ctx context.Context, t *topology.Topology) error {
 		return err
 	}
 	defer fabric.Close()
-	if err := buildFabric(fabric); err != nil {
+	if err := buildFabric(fabric, t.DualStack()); err != nil {
 		return err
 	}
 	if err := fanout.Each(ctx, n.parallel, indexes(len(t.Nodes)), func(_ context.Context, i int) error {
@@ -124,6 +124,10 @@ func (n *Network) Build(ctx context.Context, t *topology.Topology) error {
 	}
 	if err := fanout.Each(ctx, n.parallel, indexes(len(t.Clients)), func(_ context.Context, i int) error {
 		c := t.Clients[i]
+		if c.IP6.IsValid() {
+			return n.plugIntoFabric(fabric, "client "+c.Name, c.Name, dualStackSysctls, fabricPort(member.KindClient, i),
+				netip.PrefixFrom(c.IP, t.NodeCIDR.Bits()), netip.PrefixFrom(c.IP6, t.NodeCIDR6.Bits()))
+		}
 		return n.plugIntoFabric(fabric, "client "+c.Name, c.Name, noIPv6, fabricPort(member.KindClient, i), netip.PrefixFrom(c.IP, t.NodeCIDR.Bits()))
 	}); err != nil {
 		return err
@@ -158,8 +162,12 @@ func (n *Network) open(name string) (*handle, error) {
 	return openHandle(m.NetNS)
 }
 
-func buildFabric(fabric *handle) error {
-	if err := namespaces.Sysctl(fabric.Name, fabricSysctls); err != nil {
+func buildFabric(fabric *handle, dualStack bool) error {
+	sysctls := fabricSysctls
+	if dualStack {
+		sysctls = fabricDualStackSysctls
+	}
+	if err := namespaces.Sysctl(fabric.Name, sysctls); err != nil {
 		return err
 	}
 	if _, err := fabric.linkUp("lo"); err != nil {
@@ -180,7 +188,12 @@ func (n *Network) buildNode(fabric *handle, t *topology.Topology, i int) error {
 		return err
 	}
 	defer h.Close()
-	if err := h.plug(fabric, what, nodeSysctls, fabricPort(member.KindNode, i), netip.PrefixFrom(node.IP, t.NodeCIDR.Bits())); err != nil {
+	sysctls, addrs := nodeSysctls, []netip.Prefix{netip.PrefixFrom(node.IP, t.NodeCIDR.Bits())}
+	if t.DualStack() {
+		sysctls = nodeDualStackSysctls
+		addrs = append(addrs, netip.PrefixFrom(node.IP6, t.NodeCIDR6.Bits()))
+	}
+	if err := h.plug(fabric, what, sysctls, fabricPort(member.KindNode, i), addrs...); err != nil {
 		return err
 	}
 	cni, err := h.addBridge(podBridge)
@@ -189,6 +202,11 @@ func (n *Network) buildNode(fabric *handle, t *topology.Topology, i int) error {
 	}
 	if err := h.addAddr(cni, netip.PrefixFrom(node.Gateway(), node.PodCIDR.Bits())); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
+	}
+	if t.DualStack() {
+		if err := h.addAddr(cni, netip.PrefixFrom(node.Gateway6(), node.PodCIDR6.Bits())); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	var others []topology.Node
 	for _, o := range t.Nodes {
@@ -206,9 +224,14 @@ func (n *Network) buildNode(fabric *handle, t *topology.Topology, i int) error {
 	// A real node reaches ClusterIPs through its default route before any rule
 	// rewrites them; the lab has no router, so the service CIDR is routed onto the
 	// node network instead. Packets no rule translates are never answered there.
-	svc := &netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipNet(t.ServiceCIDR), Scope: netlink.SCOPE_LINK}
-	if err := h.Netlink.RouteAdd(svc); err != nil {
-		return fmt.Errorf("%s: route %s: %w", what, t.ServiceCIDR, err)
+	for _, cidr := range []netip.Prefix{t.ServiceCIDR, t.ServiceCIDR6} {
+		if !cidr.IsValid() {
+			continue
+		}
+		svc := &netlink.Route{LinkIndex: eth.Attrs().Index, Dst: ipNet(cidr), Scope: netlink.SCOPE_LINK}
+		if err := h.Netlink.RouteAdd(svc); err != nil {
+			return fmt.Errorf("%s: route %s: %w", what, cidr, err)
+		}
 	}
 	return nil
 }
@@ -230,14 +253,14 @@ func (n *Network) buildControlPlane(fabric *handle, t *topology.Topology) error 
 }
 
 // plugIntoFabric sets up the member called name with sysctls and plugs it
-// into the node network at port with addr; what names it in errors.
-func (n *Network) plugIntoFabric(fabric *handle, what, name string, sysctls []namespaces.Setting, port string, addr netip.Prefix) error {
+// into the node network at port with addrs; what names it in errors.
+func (n *Network) plugIntoFabric(fabric *handle, what, name string, sysctls []namespaces.Setting, port string, addrs ...netip.Prefix) error {
 	h, err := n.open(name)
 	if err != nil {
 		return err
 	}
 	defer h.Close()
-	return h.plug(fabric, what, sysctls, port, addr)
+	return h.plug(fabric, what, sysctls, port, addrs...)
 }
 
 // Delete removes the namespaces called names, at most parallel at once.

@@ -86,6 +86,19 @@ func (n *Network) buildPod(node *handle, t *topology.Topology, p topology.Pod) e
 	if err := h.Netlink.RouteAdd(def); err != nil {
 		return fmt.Errorf("pod %s: default route via %s: %w", p.Key(), nd.Gateway(), err)
 	}
+	if !p.IP6.IsValid() {
+		return nil
+	}
+	// eth0 has no link-local address (silenceIPv6): neighbour discovery with
+	// the gateway goes from the pod's own address, and no router solicitation
+	// is ever sent, so the default route is the one written here.
+	if err := h.addAddr(eth, netip.PrefixFrom(p.IP6, nd.PodCIDR6.Bits())); err != nil {
+		return err
+	}
+	def6 := &netlink.Route{LinkIndex: eth.Attrs().Index, Gw: nd.Gateway6().AsSlice()}
+	if err := h.Netlink.RouteAdd(def6); err != nil {
+		return fmt.Errorf("pod %s: default route via %s: %w", p.Key(), nd.Gateway6(), err)
+	}
 	return nil
 }
 

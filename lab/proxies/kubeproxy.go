@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/svclab/svclab/lab/kube"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/proxy"
+	"github.com/svclab/svclab/lab/proxy/xtables"
 	"github.com/svclab/svclab/lab/supervise"
 	"github.com/svclab/svclab/lab/topology"
 )
@@ -239,8 +241,14 @@ func (k *kubeProxy) Sync(ctx context.Context, s *proxy.State) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("kube-proxy (%s) has not programmed the Services after %s; what differs:\n  %s\n(its log: %s)",
+			err := fmt.Errorf("kube-proxy (%s) has not programmed the Services after %s; what differs:\n  %s\n(its log: %s)",
 				k.mode.Name, programmedWithin, strings.Join(diff, "\n  "), p.LogFile)
+			if log, rerr := os.ReadFile(p.LogFile); rerr == nil {
+				if hint := xtables.SendBufferHint(string(log)); hint != "" {
+					err = fmt.Errorf("%w\nits log says iptables-restore failed with \"Message too long\": %s", err, hint)
+				}
+			}
+			return err
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

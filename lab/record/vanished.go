@@ -63,7 +63,7 @@ func Gone(dir string, r *Lab, during string) *Vanished {
 	}
 	if v.Why == "" {
 		for _, m := range r.Members {
-			if !namespaces.Exists(m.NetNS) {
+			if !namespaces.Mounted(m.NetNS) {
 				v.Why = fmt.Sprintf("its namespace %s (member %s) was deleted", m.NetNS, m.Name)
 				break
 			}

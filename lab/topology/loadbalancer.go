@@ -419,7 +419,7 @@ func sourceRange(s string) string {
 	case err != nil:
 		return `"` + s + `" is not a CIDR (want address/length, such as 192.168.1.0/24)`
 	case p.Addr().Is6():
-		return s + " is IPv6; svclab labs are IPv4-only (IPv6 is not supported)"
+		return s + " is IPv6: " + notBuilt6
 	case p.Masked() != p:
 		return s + " is not a network address; did you mean " + p.Masked().String() + "?"
 	}

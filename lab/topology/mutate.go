@@ -58,7 +58,7 @@ func (t *Topology) UpdatePod(key string, change func(p *Pod)) error {
 	old := t.Pods[i]
 	p := clonePod(old)
 	change(&p)
-	if p.Name != old.Name || p.Namespace != old.Namespace || p.Node != old.Node || p.IP != old.IP ||
+	if p.Name != old.Name || p.Namespace != old.Namespace || p.Node != old.Node || p.IP != old.IP || p.IP6 != old.IP6 ||
 		!slices.Equal(p.Ports, old.Ports) {
 		return fmt.Errorf("update pod %s: only labels, ready and terminating can change; remove the pod and add another", key)
 	}
@@ -220,9 +220,9 @@ func (t *Topology) replace(op string, f *File) error {
 func (t *Topology) file() *File {
 	f := &File{
 		Name:             t.Name,
-		ClusterCIDR:      prefixString(t.ClusterCIDR),
-		ServiceCIDR:      prefixString(t.ServiceCIDR),
-		NodeCIDR:         prefixString(t.NodeCIDR),
+		ClusterCIDR:      prefixesString(t.ClusterCIDR, t.ClusterCIDR6),
+		ServiceCIDR:      prefixesString(t.ServiceCIDR, t.ServiceCIDR6),
+		NodeCIDR:         prefixesString(t.NodeCIDR, t.NodeCIDR6),
 		KubeProxyVersion: t.KubeProxyVersion,
 		ControlPlane:     t.ControlPlane != nil,
 		LoadBalancers:    loadBalancerSpecs(t.LoadBalancers),
@@ -238,13 +238,14 @@ func (t *Topology) file() *File {
 		f.NodePortRange = t.NodePortRange.String()
 	}
 	for _, n := range t.Nodes {
-		f.Nodes = append(f.Nodes, NodeSpec{Name: n.Name, IP: addrString(n.IP), PodCIDR: prefixString(n.PodCIDR)})
+		f.Nodes = append(f.Nodes, NodeSpec{Name: n.Name, IP: addrString(n.IP), IPs: addrsList(n.IP, n.IP6),
+			PodCIDR: prefixString(n.PodCIDR), PodCIDRs: prefixList(n.PodCIDR, n.PodCIDR6)})
 	}
 	for _, p := range t.Pods {
 		f.Pods = append(f.Pods, podSpec(p))
 	}
 	for _, c := range t.Clients {
-		f.Clients = append(f.Clients, ClientSpec{Name: c.Name, IP: addrString(c.IP)})
+		f.Clients = append(f.Clients, ClientSpec{Name: c.Name, IP: addrString(c.IP), IPs: addrsList(c.IP, c.IP6)})
 	}
 	for i := range t.Services {
 		if t.ownsService(&t.Services[i]) {
@@ -265,6 +266,7 @@ func podSpec(p Pod) PodSpec {
 		Namespace:   p.Namespace,
 		Node:        p.Node,
 		IP:          addrString(p.IP),
+		IPs:         addrsList(p.IP, p.IP6),
 		Labels:      maps.Clone(p.Labels),
 		Ready:       &ready,
 		Terminating: p.Terminating,
@@ -273,6 +275,7 @@ func podSpec(p Pod) PodSpec {
 }
 
 func clonePodSpec(s PodSpec) PodSpec {
+	s.IPs = slices.Clone(s.IPs)
 	s.Labels = maps.Clone(s.Labels)
 	s.Ports = slices.Clone(s.Ports)
 	if s.Ready != nil {

@@ -15,7 +15,7 @@ const defaultNamespace = "default"
 func (r *resolver) podSpecs(specs []PodSpec) {
 	// Addresses the user chose are claimed first, so that allocation never takes
 	// one of them, whatever the order of the pods.
-	var unallocated []int
+	var unallocated, unallocated6 []int
 	for i, s := range specs {
 		path := index("pods", i)
 		p := Pod{
@@ -35,40 +35,70 @@ func (r *resolver) podSpecs(specs []PodSpec) {
 		r.labels(child(path, "labels"), s.Labels)
 		p.Ports = r.containerPorts(child(path, "ports"), s.Ports)
 		node, nodeOK := r.podNode(child(path, "node"), s.Node)
-		ipPath := child(path, "ip")
-		switch {
-		case s.IP == "":
-			if nodeOK {
+		// Say what is wrong with an address even when its node is unknown.
+		v4, v6, _ := r.memberIPs(path, s.IP, s.IPs)
+		if nodeOK {
+			p.IP = r.podIP(v4, p, node.PodCIDR, node.Gateway(), node.Name)
+			if !v4.ip.IsValid() && s.IP == "" && len(s.IPs) == 0 {
 				unallocated = append(unallocated, i)
 			}
-		case !nodeOK:
-			r.address(ipPath, s.IP) // still say what is wrong with the address itself
-		default:
-			ip, ok := r.address(ipPath, s.IP)
-			if !ok {
-				break
-			}
-			if !node.PodCIDR.Contains(ip) {
-				r.errorf(ipPath, "%s is outside node %s's podCIDR %s", ip, node.Name, node.PodCIDR)
-			} else if ip == node.Gateway() {
-				r.errorf(ipPath, "%s is the gateway of node %s (its cni0 address, the first host of podCIDR %s)", ip, node.Name, node.PodCIDR)
-			} else if why := reservedIn(ip, node.PodCIDR); why != "" {
-				r.errorf(ipPath, "%s is %s of node %s's podCIDR %s", ip, why, node.Name, node.PodCIDR)
-			} else if r.claim(ipPath, ip, "pod "+p.Key()) {
-				p.IP = ip
+			switch {
+			case v6.ip.IsValid():
+				p.IP6 = r.podIP(v6, p, node.PodCIDR6, node.Gateway6(), node.Name)
+			case node.PodCIDR6.IsValid() && len(s.IPs) < 2:
+				// The IPv6 address is allocated whether the IPv4 one is given or not,
+				// as a dual-stack pod has one address of each of its node's families.
+				unallocated6 = append(unallocated6, i)
 			}
 		}
 		r.t.Pods = append(r.t.Pods, p)
 	}
 	for _, i := range unallocated {
-		p := &r.t.Pods[i]
-		node := r.nodes[p.Node]
-		ip, ok := r.nextFree(node.PodCIDR, node.Gateway().Next())
-		if !ok {
-			r.errorf(index("pods", i), "node %s's podCIDR %s has no free address left for the pod", node.Name, node.PodCIDR)
-			continue
-		}
-		r.claim(child(index("pods", i), "ip"), ip, "pod "+p.Key())
+		r.allocatePodIP(i, false)
+	}
+	for _, i := range unallocated6 {
+		r.allocatePodIP(i, true)
+	}
+}
+
+// podIP checks an address the file gives pod p in its node's podCIDR of that
+// family, whose gateway is gw, and claims it.
+func (r *resolver) podIP(m memberIP, p Pod, podCIDR netip.Prefix, gw netip.Addr, node string) netip.Addr {
+	ip := m.ip
+	switch {
+	case !ip.IsValid():
+	case !podCIDR.IsValid():
+		r.errorf(m.path, "%s is %s, but node %s has no %s podCIDR", ip, family(ip), node, family(ip))
+	case !podCIDR.Contains(ip):
+		r.errorf(m.path, "%s is outside node %s's podCIDR %s", ip, node, podCIDR)
+	case ip == gw:
+		r.errorf(m.path, "%s is the gateway of node %s (its cni0 address, the first host of podCIDR %s)", ip, node, podCIDR)
+	case reservedIn(ip, podCIDR) != "":
+		r.errorf(m.path, "%s is %s of node %s's podCIDR %s", ip, reservedIn(ip, podCIDR), node, podCIDR)
+	case r.claim(m.path, ip, "pod "+p.Key()):
+		return ip
+	}
+	return netip.Addr{}
+}
+
+// allocatePodIP gives pod i the first free address of its node's podCIDR of
+// one family, after the gateway, as host-local IPAM does.
+func (r *resolver) allocatePodIP(i int, v6 bool) {
+	p := &r.t.Pods[i]
+	node := r.nodes[p.Node]
+	cidr, gw, field := node.PodCIDR, node.Gateway(), child(index("pods", i), "ip")
+	if v6 {
+		cidr, gw, field = node.PodCIDR6, node.Gateway6(), child(index("pods", i), "ips")
+	}
+	ip, ok := r.nextFree(cidr, gw.Next())
+	if !ok {
+		r.errorf(index("pods", i), "node %s's podCIDR %s has no free address left for the pod", node.Name, cidr)
+		return
+	}
+	r.claim(field, ip, "pod "+p.Key())
+	if v6 {
+		p.IP6 = ip
+	} else {
 		p.IP = ip
 	}
 }

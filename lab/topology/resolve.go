@@ -33,6 +33,9 @@ type resolver struct {
 	nodes map[string]Node
 	// pods is the set of pod keys, for lookups once every pod is known.
 	pods map[string]bool
+	// claimedAt is the field that gave each address the file gives a node or
+	// client, for messages about it.
+	claimedAt map[netip.Addr]string
 	// cursors remembers where nextFree stopped in each prefix.
 	cursors map[netip.Prefix]netip.Addr
 }
@@ -50,18 +53,22 @@ func (r *resolver) errorsf(path string, msgs []string) {
 // resolve checks and completes f. pos may be nil.
 func resolve(source string, f *File, pos Positions) (*Topology, ErrorList) {
 	r := &resolver{
-		source:   source,
-		pos:      pos,
-		t:        &Topology{Source: source},
-		names:    map[string]string{},
-		reserved: map[string]string{},
-		addrs:    map[netip.Addr]string{},
-		nodes:    map[string]Node{},
-		cursors:  map[netip.Prefix]netip.Addr{},
+		source:    source,
+		pos:       pos,
+		t:         &Topology{Source: source},
+		names:     map[string]string{},
+		reserved:  map[string]string{},
+		addrs:     map[netip.Addr]string{},
+		nodes:     map[string]Node{},
+		claimedAt: map[netip.Addr]string{},
+		cursors:   map[netip.Prefix]netip.Addr{},
 	}
 	r.lab(f)
 	// Members the lab adds by itself claim their names first, so that a node,
 	// client or pod of that name is the one told.
+	if f.ControlPlane && r.t.DualStack() {
+		r.errorf("controlPlane", "a dual-stack lab's control plane is not built yet (issue 35: the API server, Nodes and EndpointSlices of both families)")
+	}
 	if f.ControlPlane {
 		r.reserve(ControlPlaneMember, "controlPlane", "the control plane's member (controlPlane: true)")
 	}
@@ -117,10 +124,16 @@ func (r *resolver) lab(f *File) {
 		r.errorf("name", "%q must consist of lowercase letters, digits and '-', and start and end with a letter or digit", f.Name)
 	}
 	r.t.Name = f.Name
-	r.t.ClusterCIDR = r.cidr("clusterCIDR", f.ClusterCIDR, "10.244.0.0/16")
-	r.t.ServiceCIDR = r.cidr("serviceCIDR", f.ServiceCIDR, "10.96.0.0/12")
+	r.t.ClusterCIDR, r.t.ClusterCIDR6 = r.cidrs("clusterCIDR", f.ClusterCIDR, "10.244.0.0/16", "fd00:10:244::/56")
+	r.t.ServiceCIDR, r.t.ServiceCIDR6 = r.cidrs("serviceCIDR", f.ServiceCIDR, "10.96.0.0/12", "fd00:10:96::/108")
 	if overlaps(r.t.ClusterCIDR, r.t.ServiceCIDR) {
 		r.errorf("serviceCIDR", "%s overlaps clusterCIDR %s", r.t.ServiceCIDR, r.t.ClusterCIDR)
+	}
+	if overlaps(r.t.ClusterCIDR6, r.t.ServiceCIDR6) {
+		r.errorf("serviceCIDR", "%s overlaps clusterCIDR %s", r.t.ServiceCIDR6, r.t.ClusterCIDR6)
+	}
+	if r.t.ServiceCIDR6.IsValid() && !r.t.DualStack() {
+		r.errorf("serviceCIDR", "%s is IPv6, but clusterCIDR names no IPv6 prefix: a dual-stack lab has both families in both", r.t.ServiceCIDR6)
 	}
 	if f.KubeProxyVersion != "" {
 		if _, err := version.Parse(f.KubeProxyVersion); err != nil {
@@ -148,18 +161,6 @@ func (r *resolver) portRange(path, s string) PortRange {
 		return DefaultNodePortRange
 	}
 	return PortRange{int32(a), int32(b)}
-}
-
-func (r *resolver) cidr(path, s, example string) netip.Prefix {
-	if s == "" {
-		r.errorf(path, "required, such as %s", example)
-		return netip.Prefix{}
-	}
-	p, msg := parsePrefixV4(s)
-	if msg != "" {
-		r.errorf(path, "%s", msg)
-	}
-	return p
 }
 
 // controlPlane gives the control plane the first free address of the node
@@ -223,9 +224,11 @@ func (r *resolver) claim(path string, a netip.Addr, owner string) bool {
 		return false
 	}
 	r.addrs[a] = owner
+	r.claimedAt[a] = path
 	return true
 }
 
+// address reads an address where only IPv4 is built (see notBuilt6).
 func (r *resolver) address(path, s string) (netip.Addr, bool) {
 	if s == "" {
 		r.errorf(path, "required")
@@ -247,28 +250,25 @@ func (r *resolver) nodeSpecs(specs []NodeSpec) {
 		path := index("nodes", i)
 		n := Node{Name: s.Name}
 		nameOK := r.memberName(child(path, "name"), s.Name)
-		ip, ipOK := r.address(child(path, "ip"), s.IP)
-		if ipOK && r.claim(child(path, "ip"), ip, "node "+s.Name) {
-			n.IP = ip
+		v4, v6, _ := r.memberIPs(path, s.IP, s.IPs)
+		switch {
+		case s.IP == "" && len(s.IPs) == 0:
+			r.errorf(child(path, "ip"), "required")
+		case v4.ip.IsValid() && r.claim(v4.path, v4.ip, "node "+s.Name):
+			n.IP = v4.ip
 		}
-		cidrPath := child(path, "podCIDR")
-		if s.PodCIDR == "" {
-			r.errorf(cidrPath, "required: the node's share of clusterCIDR, such as 10.244.%d.0/24", i+1)
-		} else if p, msg := parsePrefixV4(s.PodCIDR); msg != "" {
-			r.errorf(cidrPath, "%s", msg)
-		} else {
-			n.PodCIDR = p
-			if r.t.ClusterCIDR.IsValid() && !(r.t.ClusterCIDR.Contains(p.Addr()) && p.Bits() >= r.t.ClusterCIDR.Bits()) {
-				r.errorf(cidrPath, "%s is outside clusterCIDR %s", p, r.t.ClusterCIDR)
-			}
-			for _, earlier := range r.t.Nodes {
-				if overlaps(p, earlier.PodCIDR) {
-					r.errorf(cidrPath, "%s overlaps the podCIDR %s of node %s", p, earlier.PodCIDR, earlier.Name)
-				}
-			}
+		if v6.ip.IsValid() && r.claim(v6.path, v6.ip, "node "+s.Name) {
+			n.IP6 = v6.ip
+		}
+		n.PodCIDR, n.PodCIDR6 = r.podCIDRs(path, i, s)
+		// A node routes its IPv6 pods' traffic by its IPv6 address, as the other
+		// nodes reach its IPv6 podCIDR through it.
+		if r.t.DualStack() && n.IP.IsValid() && !v6.ip.IsValid() && len(s.IPs) < 2 {
+			r.errorf(child(path, "ips"), "required in a dual-stack lab: the node's addresses of both families, such as [%s, fd00::%d]", n.IP, 10+i)
 		}
 		r.t.Nodes = append(r.t.Nodes, n)
-		if nameOK && n.IP.IsValid() && n.PodCIDR.IsValid() {
+		dualOK := !r.t.DualStack() || (n.IP6.IsValid() && n.PodCIDR6.IsValid())
+		if nameOK && n.IP.IsValid() && n.PodCIDR.IsValid() && dualOK {
 			r.nodes[n.Name] = n
 		}
 	}
@@ -279,62 +279,88 @@ func (r *resolver) clientSpecs(specs []ClientSpec) {
 		path := index("clients", i)
 		c := Client{Name: s.Name}
 		r.memberName(child(path, "name"), s.Name)
-		if ip, ok := r.address(child(path, "ip"), s.IP); ok && r.claim(child(path, "ip"), ip, "client "+s.Name) {
-			c.IP = ip
+		v4, v6, _ := r.memberIPs(path, s.IP, s.IPs)
+		switch {
+		case s.IP == "" && len(s.IPs) == 0:
+			r.errorf(child(path, "ip"), "required")
+		case v4.ip.IsValid() && r.claim(v4.path, v4.ip, "client "+s.Name):
+			c.IP = v4.ip
+		}
+		if v6.ip.IsValid() && r.claim(v6.path, v6.ip, "client "+s.Name) {
+			c.IP6 = v6.ip
 		}
 		r.t.Clients = append(r.t.Clients, c)
 	}
 }
 
-// nodeNetwork settles the network that joins nodes and clients, and checks that
-// every node and client address is a host address in it.
+// nodeNetwork settles the network that joins nodes and clients, in each
+// family the lab has, and checks that every node and client address is a host
+// address in it.
 func (r *resolver) nodeNetwork(given string) {
-	type member struct {
-		path string
-		ip   netip.Addr
-	}
-	var members []member
-	var addrs []netip.Addr
-	for i, n := range r.t.Nodes {
-		if n.IP.IsValid() {
-			members = append(members, member{child(index("nodes", i), "ip"), n.IP})
-			addrs = append(addrs, n.IP)
+	var v4, v6 netip.Prefix
+	if given != "" {
+		v4, v6 = r.cidrs("nodeCIDR", given, "192.168.1.0/24", "fd00:1::/64")
+		if v6.IsValid() && !r.t.DualStack() {
+			r.errorf("nodeCIDR", "%s is IPv6, but clusterCIDR names no IPv6 prefix: a dual-stack lab has both families in both", v6)
+			v6 = netip.Prefix{}
 		}
+		if !v4.IsValid() {
+			return // said why
+		}
+	}
+	var addrs4, addrs6 []memberIP
+	for i, n := range r.t.Nodes {
+		addrs4 = r.appendValid(addrs4, child(index("nodes", i), "ip"), n.IP)
+		addrs6 = r.appendValid(addrs6, child(index("nodes", i), "ips"), n.IP6)
 	}
 	for i, c := range r.t.Clients {
-		if c.IP.IsValid() {
-			members = append(members, member{child(index("clients", i), "ip"), c.IP})
-			addrs = append(addrs, c.IP)
-		}
+		addrs4 = r.appendValid(addrs4, child(index("clients", i), "ip"), c.IP)
+		addrs6 = r.appendValid(addrs6, child(index("clients", i), "ips"), c.IP6)
 	}
-	var net netip.Prefix
+	r.t.NodeCIDR = r.familyNodeNetwork(given != "", v4, 24, addrs4, r.t.ClusterCIDR, r.t.ServiceCIDR)
+	if r.t.DualStack() {
+		r.t.NodeCIDR6 = r.familyNodeNetwork(given != "" && v6.IsValid(), v6, 64, addrs6, r.t.ClusterCIDR6, r.t.ServiceCIDR6)
+	}
+}
+
+// appendValid adds a, when valid, with the field that gave it (or path).
+func (r *resolver) appendValid(l []memberIP, path string, a netip.Addr) []memberIP {
+	if !a.IsValid() {
+		return l
+	}
+	if at, ok := r.claimedAt[a]; ok {
+		path = at
+	}
+	return append(l, memberIP{path, a})
+}
+
+// familyNodeNetwork settles the node network of one family: net when given,
+// else the smallest prefix, at most maxBits long, that holds every member's
+// address of the family.
+func (r *resolver) familyNodeNetwork(given bool, net netip.Prefix, maxBits int, members []memberIP, cluster, service netip.Prefix) netip.Prefix {
 	// name is what messages call the node network; where is the path they
 	// blame when it overlaps another network.
 	name, where := "nodeCIDR", "nodeCIDR"
-	if given != "" {
-		p, msg := parsePrefixV4(given)
-		if msg != "" {
-			r.errorf(where, "%s", msg)
-			return
-		}
-		net = p
-	} else {
-		// Left to us: the smallest network, at most a /24, that holds every
-		// node and client address.
+	if !given {
+		// Left to us: the smallest network, at most maxBits long (an IPv4 /24,
+		// an IPv6 /64), that holds every node and client address of the family.
 		name, where = "the derived node network", "nodes"
-		net = CoveringPrefix(addrs, 24)
+		var addrs []netip.Addr
+		for _, m := range members {
+			addrs = append(addrs, m.ip)
+		}
+		net = CoveringPrefix(addrs, maxBits)
 		if !net.IsValid() {
-			return
+			return net
 		}
 	}
-	r.t.NodeCIDR = net
 	for _, other := range []struct {
 		name string
 		p    netip.Prefix
-	}{{"clusterCIDR", r.t.ClusterCIDR}, {"serviceCIDR", r.t.ServiceCIDR}} {
+	}{{"clusterCIDR", cluster}, {"serviceCIDR", service}} {
 		switch {
 		case !overlaps(net, other.p):
-		case given != "":
+		case given:
 			r.errorf(where, "%s overlaps %s %s", net, other.name, other.p)
 		default:
 			r.errorf(where, "the node network %s, derived from the node and client addresses, overlaps %s %s (set nodeCIDR, or move the nodes)",
@@ -348,4 +374,5 @@ func (r *resolver) nodeNetwork(given string) {
 			r.errorf(m.path, "%s is %s of %s %s", m.ip, why, name, net)
 		}
 	}
+	return net
 }

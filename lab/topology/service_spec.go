@@ -111,36 +111,8 @@ func (r *resolver) clusterIPs(sp string, svc *corev1.Service) {
 	if spec.ExternalName != "" {
 		r.errorf(child(sp, "externalName"), "may only be set when type is ExternalName")
 	}
-	if len(spec.ClusterIPs) > 1 {
-		r.errorf(index(child(sp, "clusterIPs"), 1), "dual-stack Services are not supported (svclab labs are IPv4-only)")
-	}
-	if len(spec.ClusterIPs) > 0 {
-		if spec.ClusterIP == "" {
-			spec.ClusterIP = spec.ClusterIPs[0]
-		} else if spec.ClusterIPs[0] != spec.ClusterIP {
-			r.errorf(index(child(sp, "clusterIPs"), 0), "%q must be the same as clusterIP %q", spec.ClusterIPs[0], spec.ClusterIP)
-		}
-	}
-	for i, f := range spec.IPFamilies {
-		switch {
-		case i > 0:
-			r.errorf(index(child(sp, "ipFamilies"), i), "dual-stack Services are not supported (svclab labs are IPv4-only)")
-		case f == corev1.IPv6Protocol:
-			r.errorf(index(child(sp, "ipFamilies"), i), "IPv6 is not supported (svclab labs are IPv4-only)")
-		case f != corev1.IPv4Protocol:
-			r.errorf(index(child(sp, "ipFamilies"), i), "%q: must be IPv4", f)
-		}
-	}
-	spec.IPFamilies = []corev1.IPFamily{corev1.IPv4Protocol}
-	switch p := ptr.Deref(spec.IPFamilyPolicy, ""); p {
-	case "":
-		spec.IPFamilyPolicy = ptr.To(corev1.IPFamilyPolicySingleStack)
-	case corev1.IPFamilyPolicySingleStack, corev1.IPFamilyPolicyPreferDualStack:
-		// PreferDualStack gives one family in an IPv4-only cluster.
-	case corev1.IPFamilyPolicyRequireDualStack:
-		r.errorf(child(sp, "ipFamilyPolicy"), "dual-stack Services are not supported (svclab labs are IPv4-only)")
-	default:
-		r.errorf(child(sp, "ipFamilyPolicy"), "%q: must be SingleStack or PreferDualStack", p)
+	if !r.serviceFamilies(sp, spec) {
+		return
 	}
 
 	switch spec.ClusterIP {

@@ -97,7 +97,7 @@ func (r *resolver) sliceAddressType(path string, t discoveryv1.AddressType) {
 	case "":
 		r.errorf(path, "required: IPv4")
 	case discoveryv1.AddressTypeIPv6:
-		r.errorf(path, "IPv6 is not supported (svclab labs are IPv4-only)")
+		r.errorf(path, "IPv6 endpoints: %s", notBuilt6)
 	case discoveryv1.AddressTypeFQDN:
 		r.errorf(path, "FQDN is not supported: kube-proxy ignores FQDN slices")
 	default:

@@ -14,11 +14,16 @@ import (
 // File is the YAML document as the user writes it. Field names are part of the
 // user-facing format; see topologies/web.yaml.
 type File struct {
-	Name        string `json:"name"`
+	Name string `json:"name"`
+	// ClusterCIDR and ServiceCIDR are one prefix, or an IPv4 and an IPv6 one
+	// separated by a comma, IPv4 first, as kube-controller-manager's
+	// --cluster-cidr and the API server's --service-cluster-ip-range take them:
+	// "10.244.0.0/16,fd00:10:244::/56" is a dual-stack cluster.
 	ClusterCIDR string `json:"clusterCIDR"`
 	ServiceCIDR string `json:"serviceCIDR"`
-	// NodeCIDR is the node network. When empty it is the smallest prefix, at most a
-	// /24, that holds every node and client address.
+	// NodeCIDR is the node network, one prefix a family as above. When empty it
+	// is, in each family, the smallest prefix (at most a /24, an IPv6 /64) that
+	// holds every node and client address of that family.
 	NodeCIDR string `json:"nodeCIDR,omitempty"`
 	// KubeProxyVersion selects the kube-proxy release whose rules are reproduced
 	// ("1.37" when empty); the command-line flag overrides it.
@@ -58,20 +63,30 @@ type File struct {
 
 // NodeSpec is one fake node: a network namespace with the node address on eth0 and
 // its pods behind the cni0 bridge.
+//
+// Each singular field has a plural beside it as Kubernetes' podCIDR has
+// podCIDRs: the plural lists one value a family, the singular first (IPv4:
+// svclab builds IPv4-primary labs), and either may be left out.
 type NodeSpec struct {
-	Name    string `json:"name"`
-	IP      string `json:"ip"`
-	PodCIDR string `json:"podCIDR"`
+	Name     string   `json:"name"`
+	IP       string   `json:"ip"`
+	IPs      []string `json:"ips,omitempty"`
+	PodCIDR  string   `json:"podCIDR"`
+	PodCIDRs []string `json:"podCIDRs,omitempty"`
 }
 
 // PodSpec is one fake pod: a network namespace on its node's cni0 bridge, serving
 // every declared port.
 type PodSpec struct {
-	Name      string            `json:"name"`
-	Namespace string            `json:"namespace,omitempty"`
-	Node      string            `json:"node"`
-	IP        string            `json:"ip,omitempty"`
-	Labels    map[string]string `json:"labels,omitempty"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+	Node      string `json:"node"`
+	IP        string `json:"ip,omitempty"`
+	// IPs are the pod's addresses, one a family of its node's podCIDRs, as
+	// Kubernetes' podIPs; a family left out is allocated from the node's
+	// podCIDR of that family.
+	IPs    []string          `json:"ips,omitempty"`
+	Labels map[string]string `json:"labels,omitempty"`
 	// Ready is the pod's Ready condition; nil means true.
 	Ready *bool `json:"ready,omitempty"`
 	// Terminating marks a pod being deleted (deletionTimestamp set): its endpoint is
@@ -82,8 +97,9 @@ type PodSpec struct {
 
 // ClientSpec is a machine outside the cluster, on the node network.
 type ClientSpec struct {
-	Name string `json:"name"`
-	IP   string `json:"ip"`
+	Name string   `json:"name"`
+	IP   string   `json:"ip"`
+	IPs  []string `json:"ips,omitempty"`
 }
 
 // Topology is a validated lab with every address and port allocated. It is what the
@@ -92,11 +108,17 @@ type ClientSpec struct {
 type Topology struct {
 	// Source names where the topology came from (a path, or "<embedded>/web.yaml"),
 	// for error messages.
-	Source           string
-	Name             string
-	ClusterCIDR      netip.Prefix
-	ServiceCIDR      netip.Prefix
-	NodeCIDR         netip.Prefix
+	Source      string
+	Name        string
+	ClusterCIDR netip.Prefix
+	ServiceCIDR netip.Prefix
+	NodeCIDR    netip.Prefix
+	// ClusterCIDR6, ServiceCIDR6 and NodeCIDR6 are the IPv6 halves of a
+	// dual-stack lab; not valid in an IPv4-only one. A lab has IPv6 exactly
+	// when ClusterCIDR6 is valid, and then every node has IPv6 too.
+	ClusterCIDR6     netip.Prefix
+	ServiceCIDR6     netip.Prefix
+	NodeCIDR6        netip.Prefix
 	KubeProxyVersion string
 	// NodePortRange is where node ports are allocated and must lie.
 	NodePortRange PortRange
@@ -151,18 +173,35 @@ type Node struct {
 	Name    string
 	IP      netip.Addr
 	PodCIDR netip.Prefix
+	// IP6 and PodCIDR6 are the node's IPv6 address and podCIDR, valid in a
+	// dual-stack lab only.
+	IP6      netip.Addr
+	PodCIDR6 netip.Prefix
 }
 
 // Gateway is the node's address on cni0 and its pods' default gateway: the first
 // address of the podCIDR, as the bridge CNI plugin's host-local IPAM assigns it.
 func (n Node) Gateway() netip.Addr { return n.PodCIDR.Masked().Addr().Next() }
 
+// Gateway6 is Gateway in the IPv6 podCIDR; not valid when the node has none.
+func (n Node) Gateway6() netip.Addr {
+	if !n.PodCIDR6.IsValid() {
+		return netip.Addr{}
+	}
+	return n.PodCIDR6.Masked().Addr().Next()
+}
+
+// DualStack tells whether the lab has IPv6 beside IPv4.
+func (t *Topology) DualStack() bool { return t.ClusterCIDR6.IsValid() }
+
 // Pod is a validated PodSpec.
 type Pod struct {
-	Name        string
-	Namespace   string
-	Node        string
-	IP          netip.Addr
+	Name      string
+	Namespace string
+	Node      string
+	IP        netip.Addr
+	// IP6 is the pod's IPv6 address, valid when its node has an IPv6 podCIDR.
+	IP6         netip.Addr
 	Labels      map[string]string
 	Ready       bool
 	Terminating bool
@@ -179,4 +218,6 @@ func (p Pod) Key() string { return p.Namespace + "/" + p.Name }
 type Client struct {
 	Name string
 	IP   netip.Addr
+	// IP6 is the client's IPv6 address, when the file gives it one.
+	IP6 netip.Addr
 }

@@ -162,6 +162,9 @@ func (r *Runner) Run(stdin []byte, program string, args ...string) ([]byte, erro
 func (r *Runner) Restore(input []byte) error {
 	_, err := r.Run(input, r.Backend.Restore, "-w", WaitSeconds, "--noflush", "--counters")
 	if err != nil {
+		if hint := SendBufferHint(err.Error()); hint != "" {
+			err = fmt.Errorf("%w (%s)", err, hint)
+		}
 		return fmt.Errorf("%w\n%s", err, excerpt(input, err))
 	}
 	return nil
@@ -253,3 +256,20 @@ const (
 	ChainFirewall         = "KUBE-FIREWALL"
 	ChainProxyCanary      = "KUBE-PROXY-CANARY"
 )
+
+// SendBufferHint says what to do about an iptables-nft restore that failed
+// with "Message too long" (msg holds its output), "" for any other failure.
+// iptables-nft sends a restore as one netlink batch and first raises its
+// socket's send buffer to fit with SO_SNDBUFFORCE, which needs CAP_NET_ADMIN
+// in the initial user namespace: in svclab's user namespace (without root)
+// the batch must fit the default buffer, net.core.wmem_default (212992 bytes
+// on Debian: some 400 rules; found with kube-proxy on a corpus of 30
+// Services). That setting is the host's, not a namespace's.
+func SendBufferHint(msg string) string {
+	if !strings.Contains(msg, "Message too long") {
+		return ""
+	}
+	return "iptables-nft sends a restore as one netlink batch and raises its socket's send buffer to fit with SO_SNDBUFFORCE, " +
+		"which a user namespace may not do (svclab without root): the batch must fit net.core.wmem_default; " +
+		"raise it on the host once, as root: sysctl -w net.core.wmem_default=4194304"
+}
