@@ -1,15 +1,13 @@
 package specs
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"net"
-	"net/netip"
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -18,16 +16,18 @@ import (
 	. "github.com/onsi/gomega"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab"
 	"github.com/svclab/svclab/lab/namespaces"
 	"github.com/svclab/svclab/lab/topology"
+	"github.com/svclab/svclab/lab/traffic"
 )
 
-// echo6Port is where the spec's own IPv6 servers listen: the lab's pod servers
-// speak IPv4 only so far (issue 35), so the spec brings one that answers with
-// the source address it saw.
-const echo6Port = 9090
+// hostServerPort is where the spec serves in each node, with the server the
+// lab gives a node's host-network endpoint: the lab serves the pods' declared
+// ports (8080) in both families itself, and nothing in a bare lab's nodes.
+const hostServerPort = 9090
 
 // A bare dual-stack network (no proxy mode): IPv6 on every link and route the
 // lab builds, beside the IPv4 that every other spec checks.
@@ -44,12 +44,16 @@ var _ = Describe("A dual-stack lab network", Ordered, Label("network", "dualstac
 		Expect(err).NotTo(HaveOccurred())
 		Expect(top.DualStack()).To(BeTrue())
 		l = upLab(top, lab.Options{})
-		// Every member with IPv6 gets a server on its IPv6 address.
-		for _, p := range top.Pods {
-			serve6(l, p.Name, p.IP6)
-		}
+		// The pods with ports are the lab's own servers, on both families;
+		// the nodes get the same server, TCP and UDP, as for a
+		// host-network endpoint.
 		for _, n := range top.Nodes {
-			serve6(l, n.Name, n.IP6)
+			srv, err := traffic.Serve(netnsOf(l, n.Name), traffic.Identity{Node: n.Name, IP: n.IP, IP6: n.IP6}, []corev1.ContainerPort{
+				{ContainerPort: hostServerPort, Protocol: corev1.ProtocolTCP},
+				{ContainerPort: hostServerPort, Protocol: corev1.ProtocolUDP},
+			})
+			Expect(err).NotTo(HaveOccurred(), "serve in node %s", n.Name)
+			DeferCleanup(srv.Close)
 		}
 	})
 	dumpOnFailure(&l)
@@ -73,12 +77,35 @@ var _ = Describe("A dual-stack lab network", Ordered, Label("network", "dualstac
 		Fail("no member " + member)
 		return ""
 	}
+	// at6 is where member's server answers over IPv6: a pod's declared
+	// port, a node's hostServerPort.
+	at6 := func(member string) string {
+		if p, ok := top.Pod("default/" + member); ok {
+			Expect(p.Ports).NotTo(BeEmpty(), "pod %s serves nothing", member)
+			return net.JoinHostPort(ip6(member), strconv.Itoa(int(p.Ports[0].ContainerPort)))
+		}
+		return net.JoinHostPort(ip6(member), strconv.Itoa(hostServerPort))
+	}
+	// answers checks that member's server answered r over IPv6, naming
+	// itself and its IPv6 address in net.JoinHostPort's form.
+	answers := func(r traffic.Reply, member, proto string) {
+		GinkgoHelper()
+		if _, ok := top.Pod("default/" + member); ok {
+			Expect(r.Pod).To(Equal(member))
+		} else {
+			Expect(r.Pod).To(BeEmpty())
+			Expect(r.Node).To(Equal(member))
+		}
+		Expect(r.Addr.String()).To(Equal(at6(member)))
+		Expect(r.Protocol).To(Equal(proto))
+	}
 
 	DescribeTable("connects members over IPv6 TCP by their own addresses",
 		func(from, to string, source func() string) {
-			saw, err := ask6(l, from, ip6(to))
+			r, err := ask6(l, from, "TCP", at6(to))
 			Expect(err).NotTo(HaveOccurred())
-			Expect(saw).To(Equal(source()), "no address translation without a Service")
+			answers(r, to, "TCP")
+			Expect(r.Client.Addr().String()).To(Equal(source()), "no address translation without a Service")
 		},
 		Entry("pod to pod across nodes (routed via the other node's IPv6 address)", "web-a", "web-b", func() string { return ip6("web-a") }),
 		Entry("pod to pod on one node (bridged on cni0)", "client", "web-a", func() string { return ip6("client") }),
@@ -88,22 +115,41 @@ var _ = Describe("A dual-stack lab network", Ordered, Label("network", "dualstac
 		Entry("outside client to a node's IPv6 address", "outside", "node-2", func() string { return ip6("outside") }),
 	)
 
+	DescribeTable("answers IPv6 UDP with the source address it saw",
+		func(from, to string, source func() string) {
+			r, err := ask6(l, from, "UDP", at6(to))
+			Expect(err).NotTo(HaveOccurred())
+			answers(r, to, "UDP")
+			Expect(r.Client.Addr().String()).To(Equal(source()), "no address translation without a Service")
+		},
+		Entry("pod to a node on another node", "web-a", "node-2", func() string { return ip6("web-a") }),
+		Entry("outside client to a node's IPv6 address", "outside", "node-1", func() string { return ip6("outside") }),
+	)
+
 	It("keeps IPv4 as it is beside IPv6", func() {
 		r, err := ask(l, "web-a", "10.244.2.10:8080")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(r.Client.Addr().String()).To(Equal("10.244.1.10"))
+		// The same server answers both families, each reply in its own.
+		Expect(r.Pod).To(Equal("web-b"))
+		Expect(r.Addr.String()).To(Equal("10.244.2.10:8080"))
+		r6, err := ask6(l, "web-a", "TCP", at6("web-b"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(r6.Pod).To(Equal("web-b"))
+		Expect(r6.Addr.String()).To(Equal("[fd00:10:244:2::10]:8080"))
+		Expect(r6.Client.Addr().String()).To(Equal(ip6("web-a")))
 	})
 
 	It("answers no address the lab does not have, and routes no pod outside the cluster", func() {
 		// Negative controls: fd00:1::99 is on the node network but nobody's, so
 		// neighbour discovery finds no one; pods are not routed from outside.
-		_, err := ask6(l, "outside", "fd00:1::99")
+		_, err := ask6(l, "outside", "TCP", net.JoinHostPort("fd00:1::99", strconv.Itoa(hostServerPort)))
 		Expect(err).To(HaveOccurred())
 		Expect(errors.Is(err, syscall.ECONNREFUSED)).To(BeFalse(), "something answered for an address no member has: %v", err)
-		_, err = ask6(l, "web-a", "fd00:10:244:2::99")
+		_, err = ask6(l, "web-a", "TCP", "[fd00:10:244:2::99]:8080")
 		Expect(err).To(HaveOccurred())
 		Expect(errors.Is(err, syscall.ECONNREFUSED)).To(BeFalse(), "something answered for a pod address no pod has: %v", err)
-		_, err = ask6(l, "outside", ip6("web-b"))
+		_, err = ask6(l, "outside", "TCP", at6("web-b"))
 		Expect(errors.Is(err, syscall.ENETUNREACH)).To(BeTrue(), "pod addresses are not routed outside the cluster: %v", err)
 	})
 
@@ -165,46 +211,10 @@ func rootSysctls6() map[string]string {
 	return out
 }
 
-// serve6 answers TCP on [ip]:echo6Port inside member's namespace with the
-// source address each connection came from, until the spec's container ends.
-func serve6(l *lab.Lab, member string, ip netip.Addr) {
-	var ln net.Listener
-	ExpectWithOffset(1, namespaces.Do(netnsOf(l, member), func() (err error) {
-		ln, err = net.Listen("tcp6", netip.AddrPortFrom(ip, echo6Port).String())
-		return err
-	})).To(Succeed(), "listen in %s on %s", member, ip)
-	DeferCleanup(ln.Close)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			from := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
-			fmt.Fprintln(c, from)
-			c.Close()
-		}
-	}()
-}
-
-// ask6 connects from member to [to]:echo6Port and returns the source address
-// the server saw.
-func ask6(l *lab.Lab, from, to string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	var c net.Conn
-	err := namespaces.Do(netnsOf(l, from), func() (err error) {
-		var d net.Dialer
-		c, err = d.DialContext(ctx, "tcp6", netip.AddrPortFrom(netip.MustParseAddr(to), echo6Port).String())
-		return err
-	})
-	if err != nil {
-		return "", err
-	}
-	defer c.Close()
-	c.SetReadDeadline(time.Now().Add(2 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimSpace(line), err
+// ask6 makes one short exchange from member to, an IPv6 address and port,
+// with lab/traffic's client.
+func ask6(l *lab.Lab, from, proto, to string) (traffic.Reply, error) {
+	return traffic.Request(dial(l, from, proto, to, 2*time.Second))
 }
 
 // addrs6 are the IPv6 addresses of every link of member.

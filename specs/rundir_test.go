@@ -57,6 +57,12 @@ var _ = Describe("A full run directory", func() {
 		id := strings.Fields(strings.SplitN(out, "Lab ", 2)[1])[0]
 		DeferCleanup(func() {
 			ns.run("rm", "-f", filepath.Join(record.DefaultDir, "fill"))
+			if CurrentSpecReport().Failed() {
+				// The owner's log, which goes with the run directory: its
+				// restarts, failed restarts and reports.
+				log, _ := ns.run("cat", filepath.Join(record.DefaultDir, id+".log"))
+				AddReportEntry("owner's log", log)
+			}
 			out, err := ns.svclab("down", id)
 			Expect(err).NotTo(HaveOccurred(), out)
 		})

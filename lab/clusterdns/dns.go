@@ -93,6 +93,9 @@ type DNS struct {
 	// returned.
 	stopProbes context.CancelFunc
 	probing    sync.WaitGroup
+	// reporting is done when every restart count Restarted reports in the
+	// background is written (or its context ended).
+	reporting sync.WaitGroup
 }
 
 // New is the cluster DNS of c, with no replica started.
@@ -266,36 +269,47 @@ func (d *DNS) probe(ctx context.Context, r *dnsReplica) {
 
 // Restarted is told of every component's restart: a CoreDNS pod's status
 // says its container's restart count, as its kubelet reports it (until ctx
-// ends: the lab goes down).
+// ends: the lab goes down). The report runs beside the supervisor, not in
+// it: it waits for the lab's change lock, which a readiness report may hold
+// for as long as the API server does not answer (dead too, its etcd unable
+// to write: the spec of a full run directory), and a supervisor held that
+// long neither counted the next restart nor let the lab go down (`svclab
+// down` gave up after 30 s). Stop waits for it.
 func (d *DNS) Restarted(ctx context.Context, c *supervise.Component) {
 	for _, r := range d.list() {
 		if r.comp != c {
 			continue
 		}
-		within, cancel := context.WithTimeout(ctx, podStatusWithin)
-		n := int32(c.Restarts())
-		if err := d.reportRestarts(within, r.pod, n); err != nil && ctx.Err() == nil {
-			d.Logf("lab %s: pod %s: report restart count %d: %v", d.ID, r.pod.Key(), n, err)
-		}
-		cancel()
+		d.reporting.Add(1)
+		go func() {
+			defer d.reporting.Done()
+			within, cancel := context.WithTimeout(ctx, podStatusWithin)
+			defer cancel()
+			if n, err := d.reportRestarts(within, r.pod, c); err != nil && ctx.Err() == nil {
+				d.Logf("lab %s: pod %s: report restart count %d: %v", d.ID, r.pod.Key(), n, err)
+			}
+		}()
 	}
 }
 
 // reportRestarts writes a pod's container restart count into its status, as
 // its kubelet does; under changeMu, so that no readiness report of the pod
 // writes its status in between.
-func (d *DNS) reportRestarts(ctx context.Context, p topology.Pod, n int32) error {
+// The count is read under the lock: of two reports under way, the later
+// one writes the latest count.
+func (d *DNS) reportRestarts(ctx context.Context, p topology.Pod, c *supervise.Component) (int32, error) {
 	d.Changes.Lock()
 	defer d.Changes.Unlock()
+	n := int32(c.Restarts())
 	client := d.ControlPlane.Client()
 	var pod corev1.Pod
 	if err := client.Get(ctx, cluster.Pods, p.Namespace, p.Name, &pod); err != nil {
-		return err
+		return n, err
 	}
 	for i := range pod.Status.ContainerStatuses {
 		pod.Status.ContainerStatuses[i].RestartCount = n
 	}
-	return client.UpdateStatus(ctx, cluster.Pods, &pod)
+	return n, client.UpdateStatus(ctx, cluster.Pods, &pod)
 }
 
 // probeOK is one HTTP probe: a status from 200 to 399 within the timeout
@@ -326,6 +340,9 @@ func (d *DNS) Stop() error {
 		stopProbes()
 	}
 	d.probing.Wait()
+	// The supervisor is closed first (Lab.Down), which ends the reports'
+	// context; the probes that held the change lock are over.
+	d.reporting.Wait()
 	replicas := d.list()
 	ctx, cancel := context.WithTimeout(context.Background(), dnsStopGrace)
 	defer cancel()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/svclab/svclab/internal/atomicfile"
 	"github.com/svclab/svclab/lab/traffic"
 )
 
@@ -104,8 +105,14 @@ func StartCoreDNS(binary string, c CoreDNSConfig) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	if err := os.WriteFile(c.Corefile, []byte(text), 0o644); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
+	// A restart finds its Corefile there, the same, and leaves it alone: a
+	// restart needs no room in the run directory (with it full, the
+	// rewrite failed and no restart came; os.WriteFile's failed write had
+	// also left the Corefile empty). A new one is written whole or not at all.
+	if old, err := os.ReadFile(c.Corefile); err != nil || string(old) != text {
+		if err := atomicfile.Write(c.Corefile, []byte(text), 0o644); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 	}
 	return Start(Command{
 		Name: name, Netns: c.Netns,

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	kubeproxyconfig "k8s.io/kube-proxy/config/v1alpha1"
 
 	"github.com/svclab/svclab/lab/version"
@@ -40,11 +41,15 @@ type Config struct {
 	// NoConntrackCleanup turns off deleting stale UDP conntrack entries after a
 	// sync, to show what happens without it.
 	NoConntrackCleanup bool
+	// Family is the IP family the proxier programs: kube-proxy runs one
+	// proxier per family (its meta-proxier holds both in a dual-stack
+	// cluster). Empty is IPv4 (see IPFamily).
+	Family corev1.IPFamily
 }
 
-// ClusterCIDR is the first range of kube-proxy's clusterCIDR (svclab's labs are
-// IPv4 only); invalid when unset, and then kube-proxy cannot tell pod traffic
-// from the rest by its source.
+// ClusterCIDR is the first range of kube-proxy's clusterCIDR (the IPv4 one in
+// svclab's labs; ClusterCIDRFor picks a family's); invalid when unset, and then
+// kube-proxy cannot tell pod traffic from the rest by its source.
 func (c Config) ClusterCIDR() netip.Prefix {
 	first, _, _ := strings.Cut(c.KubeProxy.ClusterCIDR, ",")
 	p, err := netip.ParsePrefix(strings.TrimSpace(first))
@@ -82,6 +87,9 @@ const (
 // of the configuration (Mode.Section), which says which proxier will read it.
 func (c Config) Validate(section string) error {
 	k := c.KubeProxy
+	if err := checkFamily(c.Family); err != nil {
+		return err
+	}
 	if k.ClusterCIDR != "" && !c.ClusterCIDR().IsValid() {
 		return fmt.Errorf("clusterCIDR %q: not an IPv4 CIDR", k.ClusterCIDR)
 	}

@@ -28,10 +28,13 @@ func (d LocalDetector) IfLocal() []string { return d.ifLocal }
 // IfNotLocal are the match arguments of the rest.
 func (d LocalDetector) IfNotLocal() []string { return d.ifNotLocal }
 
-// LocalDetector is the detector kube-proxy configured with c builds on node n: a
-// source range (the first clusterCIDR, or the node's podCIDR), or the interface
-// a packet came in by (a bridge's name, or a name prefix, which iptables writes
-// with a trailing "+").
+// LocalDetector is the detector kube-proxy configured with c builds on node n
+// for c's family: a source range (the first clusterCIDR of the family, or the
+// node's podCIDR when it is of the family), or the interface a packet came in
+// by (a bridge's name, or a name prefix, which iptables writes with a trailing
+// "+"), the same for both families (getLocalDetectors in
+// cmd/kube-proxy/app/server_linux.go). n is the node as c's family sees it: its
+// address and podCIDR of that family.
 func (c Config) LocalDetector(n Node) LocalDetector {
 	k := c.KubeProxy
 	bySource := func(s string) LocalDetector {
@@ -42,11 +45,11 @@ func (c Config) LocalDetector(n Node) LocalDetector {
 	}
 	switch string(k.DetectLocalMode) {
 	case "", LocalModeClusterCIDR:
-		if p := c.ClusterCIDR(); p.IsValid() {
+		if p := c.ClusterCIDRFor(c.IPFamily()); p.IsValid() {
 			return bySource(p.String())
 		}
 	case LocalModeNodeCIDR:
-		if n.PodCIDR.IsValid() {
+		if n.PodCIDR.IsValid() && FamilyOf(n.PodCIDR.Addr()) == c.IPFamily() {
 			return bySource(n.PodCIDR.Masked().String())
 		}
 	case LocalModeBridgeInterface:

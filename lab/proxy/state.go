@@ -35,31 +35,42 @@ func NewState(services []corev1.Service, slices []discoveryv1.EndpointSlice, nod
 // (tests and benchmarks), with no objects behind them.
 func StateOf(ports []ServicePort) *State { return &State{Ports: ports} }
 
-// FromObjects builds the proxier's view from Service and EndpointSlice objects, as
-// kube-proxy's service and endpoint change trackers do: one ServicePort per Service
-// port, with the endpoints of every slice labelled with the Service's name whose port
-// has the same name and protocol. Services kube-proxy ignores (headless,
-// ExternalName) are left out. Objects are expected to be valid (see topology).
+// FromObjects is FromObjectsFor the IPv4 proxier.
 func FromObjects(services []corev1.Service, slices []discoveryv1.EndpointSlice) []ServicePort {
+	return FromObjectsFor(corev1.IPv4Protocol, services, slices)
+}
+
+// FromObjectsFor builds the view of family f's proxier from Service and
+// EndpointSlice objects, as kube-proxy's service and endpoint change trackers
+// of that family do: one ServicePort per Service port of a Service with a
+// ClusterIP of family f, with the endpoints of every slice of that family
+// labelled with the Service's name whose port has the same name and protocol.
+// Services kube-proxy ignores (headless, ExternalName) are left out. Objects are
+// expected to be valid (see topology).
+func FromObjectsFor(f corev1.IPFamily, services []corev1.Service, slices []discoveryv1.EndpointSlice) []ServicePort {
 	var out []ServicePort
 	for i := range services {
 		svc := &services[i]
 		if !proxied(svc) {
 			continue
 		}
+		clusterIP, ok := clusterIPOf(svc, f)
+		if !ok {
+			continue
+		}
 		for _, p := range svc.Spec.Ports {
 			sp := ServicePort{
 				Name:      ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: p.Name},
 				Protocol:  protocolOf(p.Protocol),
-				ClusterIP: netip.MustParseAddr(svc.Spec.ClusterIP),
+				ClusterIP: clusterIP,
 				Port:      int(p.Port),
 			}
 			if svc.Spec.Type == corev1.ServiceTypeNodePort || svc.Spec.Type == corev1.ServiceTypeLoadBalancer {
 				sp.NodePort = int(p.NodePort)
 			}
-			sp.ExternalIPs = externalIPs(svc)
-			sp.LoadBalancerIPs = loadBalancerIPs(svc)
-			sp.SourceRanges = sourceRanges(svc)
+			sp.ExternalIPs = externalIPs(svc, f)
+			sp.LoadBalancerIPs = loadBalancerIPs(svc, f)
+			sp.SourceRanges = sourceRanges(svc, f)
 			// kube-proxy's ExternalPolicyLocal: the policy counts for Services
 			// reachable from outside, which a ClusterIP Service is through its
 			// external IPs.
@@ -78,7 +89,7 @@ func FromObjects(services []corev1.Service, slices []discoveryv1.EndpointSlice) 
 					sp.AffinitySeconds = int(*c.ClientIP.TimeoutSeconds)
 				}
 			}
-			sp.Endpoints = endpointsFor(svc, p, slices)
+			sp.Endpoints = endpointsFor(svc, p, slices, f)
 			out = append(out, sp)
 		}
 	}
@@ -100,26 +111,26 @@ func externallyAccessible(svc *corev1.Service) bool {
 		svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.ExternalIPs) > 0
 }
 
-// externalIPs are the Service's IPv4 external IPs, in the order given.
-func externalIPs(svc *corev1.Service) []netip.Addr {
+// externalIPs are the Service's external IPs of family f, in the order given.
+func externalIPs(svc *corev1.Service, f corev1.IPFamily) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range svc.Spec.ExternalIPs {
-		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil && a.Is4() {
+		if a, err := netip.ParseAddr(strings.TrimSpace(s)); err == nil && FamilyOf(a) == f {
 			out = append(out, a)
 		}
 	}
 	return out
 }
 
-// loadBalancerIPs are the IPv4 ingress addresses kube-proxy programs: those in
-// VIP mode (an unset ipMode is VIP), in the order given.
-func loadBalancerIPs(svc *corev1.Service) []netip.Addr {
+// loadBalancerIPs are the ingress addresses of family f kube-proxy programs:
+// those in VIP mode (an unset ipMode is VIP), in the order given.
+func loadBalancerIPs(svc *corev1.Service, f corev1.IPFamily) []netip.Addr {
 	var out []netip.Addr
 	for _, ing := range svc.Status.LoadBalancer.Ingress {
 		if ing.IP == "" || ing.IPMode != nil && *ing.IPMode != corev1.LoadBalancerIPModeVIP {
 			continue
 		}
-		if a, err := netip.ParseAddr(ing.IP); err == nil && a.Is4() {
+		if a, err := netip.ParseAddr(ing.IP); err == nil && FamilyOf(a) == f {
 			out = append(out, a)
 		}
 	}
@@ -127,13 +138,13 @@ func loadBalancerIPs(svc *corev1.Service) []netip.Addr {
 }
 
 // sourceRanges reads spec.loadBalancerSourceRanges as kube-proxy does: space
-// around a range is allowed, IPv6 ranges are another family's, and a range of
-// length 0 allows everything, as no range at all does.
-func sourceRanges(svc *corev1.Service) []netip.Prefix {
+// around a range is allowed, ranges of the other family are the other
+// proxier's, and a range of length 0 allows everything, as no range at all does.
+func sourceRanges(svc *corev1.Service, f corev1.IPFamily) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range svc.Spec.LoadBalancerSourceRanges {
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
-		if err != nil || !p.Addr().Is4() {
+		if err != nil || FamilyOf(p.Addr()) != f {
 			continue
 		}
 		if p.Bits() == 0 {
@@ -151,16 +162,16 @@ func protocolOf(p corev1.Protocol) corev1.Protocol {
 	return p
 }
 
-// endpointsFor collects the endpoints of one Service port from every slice of the
-// Service as kube-proxy's endpoint slice cache does: the first address of each
-// endpoint only, one endpoint per address (one not terminating wins over a
-// terminating one), sorted by "ip:port" text.
-func endpointsFor(svc *corev1.Service, port corev1.ServicePort, slices []discoveryv1.EndpointSlice) []Endpoint {
+// endpointsFor collects the endpoints of one Service port from every slice of
+// family f of the Service as kube-proxy's endpoint slice cache does: the first
+// address of each endpoint only, one endpoint per address (one not terminating
+// wins over a terminating one), sorted by "ip:port" text.
+func endpointsFor(svc *corev1.Service, port corev1.ServicePort, slices []discoveryv1.EndpointSlice, f corev1.IPFamily) []Endpoint {
 	seen := map[netip.AddrPort]int{}
 	var eps []Endpoint
 	for i := range slices {
 		s := &slices[i]
-		if s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name {
+		if s.Namespace != svc.Namespace || s.Labels[discoveryv1.LabelServiceName] != svc.Name || !sliceOfFamily(s, f) {
 			continue
 		}
 		for _, sp := range s.Ports {

@@ -48,7 +48,8 @@ func New(members Members, net *network.Network, parallel int) *Sandboxes {
 	return &Sandboxes{members: members, net: net, parallel: parallel}
 }
 
-// Serve serves every declared port of each pod.
+// Serve serves every declared port of each pod, over IPv6 too when the pod
+// has an IPv6 address.
 func (s *Sandboxes) Serve(ctx context.Context, pods []topology.Pod) error {
 	return fanout.Each(ctx, s.parallel, pods, func(_ context.Context, p topology.Pod) error {
 		if len(p.Ports) == 0 || p.Component != "" {
@@ -58,7 +59,7 @@ func (s *Sandboxes) Serve(ctx context.Context, pods []topology.Pod) error {
 		if err != nil {
 			return err
 		}
-		srv, err := traffic.Serve(m.NetNS, traffic.Identity{Pod: p.Name, Namespace: p.Namespace, Node: p.Node, IP: p.IP}, p.Ports)
+		srv, err := traffic.Serve(m.NetNS, traffic.Identity{Pod: p.Name, Namespace: p.Namespace, Node: p.Node, IP: p.IP, IP6: p.IP6}, p.Ports)
 		if err != nil {
 			return err
 		}
@@ -109,7 +110,7 @@ func (s *Sandboxes) serveNodePort(n topology.Node, cp corev1.ContainerPort) erro
 	if err != nil {
 		return err
 	}
-	srv, err := traffic.Serve(m.NetNS, traffic.Identity{Node: n.Name, IP: n.IP}, []corev1.ContainerPort{cp})
+	srv, err := traffic.Serve(m.NetNS, traffic.Identity{Node: n.Name, IP: n.IP, IP6: n.IP6}, []corev1.ContainerPort{cp})
 	if errors.Is(err, syscall.EADDRINUSE) {
 		return nil
 	}

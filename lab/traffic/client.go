@@ -49,12 +49,15 @@ func (d Dial) timeout() time.Duration {
 	return d.Timeout
 }
 
+// network is the socket d dials: its protocol in the family of d.To, "tcp4"
+// or "udp6". One family a socket: an IPv4 flow stays an IPv4 socket's in a
+// dual-stack lab, as in an IPv4 one.
 func (d Dial) network() (string, error) {
 	switch strings.ToUpper(d.Protocol) {
 	case "TCP", "":
-		return "tcp4", nil
+		return "tcp" + family(d.To.Addr()), nil
 	case "UDP":
-		return "udp4", nil
+		return "udp" + family(d.To.Addr()), nil
 	}
 	return "", fmt.Errorf("protocol %q: want TCP or UDP", d.Protocol)
 }
@@ -118,7 +121,7 @@ func OpenContext(ctx context.Context, d Dial) (*Conn, error) {
 	}
 	dialer := net.Dialer{Timeout: d.timeout(), Control: reuseAddr}
 	if d.SrcPort != 0 {
-		if network == "udp4" {
+		if strings.HasPrefix(network, "udp") {
 			dialer.LocalAddr = &net.UDPAddr{Port: d.SrcPort}
 		} else {
 			dialer.LocalAddr = &net.TCPAddr{Port: d.SrcPort}
@@ -128,7 +131,7 @@ func OpenContext(ctx context.Context, d Dial) (*Conn, error) {
 	d.waiting("connect")
 	err = namespaces.Do(d.From, func() error {
 		var err error
-		conn, err = dialer.DialContext(ctx, network, d.To.String())
+		conn, err = dialer.DialContext(ctx, network, hostPort(d.To))
 		return err
 	})
 	if err != nil {

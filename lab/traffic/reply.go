@@ -33,15 +33,32 @@ func (r Reply) String() string {
 type Identity struct {
 	Pod, Namespace, Node string
 	IP                   netip.Addr
+	// IP6 is the pod's IPv6 address in a dual-stack lab: when valid, the
+	// server answers over IPv6 too, and names it in the replies it sends
+	// over IPv6.
+	IP6 netip.Addr
 }
 
+// reply is the line answering a client at remote on the server's socket at
+// local (a wildcard for UDP). Addresses are written as net.JoinHostPort
+// writes them: "10.244.2.10:8080", "[fd00:10:244:2::10]:8080".
 func (id Identity) reply(proto string, local, remote netip.AddrPort) []byte {
 	b, _ := json.Marshal(Reply{
 		Pod: id.Pod, Namespace: id.Namespace, Node: id.Node,
-		Addr: netip.AddrPortFrom(id.IP, local.Port()), Protocol: proto,
+		Addr: netip.AddrPortFrom(id.self(local.Addr()), local.Port()), Protocol: proto,
 		Client: netip.AddrPortFrom(remote.Addr().Unmap(), remote.Port()),
 	})
 	return append(b, '\n')
+}
+
+// self is the address a reply names as the server's own, for a socket bound
+// to local: the pod's address of local's family, whatever local address the
+// client reached (a wildcard, the node's cni0 address), as before IPv6.
+func (id Identity) self(local netip.Addr) netip.Addr {
+	if family(local) == "6" {
+		return id.IP6
+	}
+	return id.IP
 }
 
 func parseReply(line []byte) (Reply, error) {

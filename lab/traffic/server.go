@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,27 +44,30 @@ type Server struct {
 
 // Serve opens a listener for each port inside the named network namespace and
 // serves it from goroutines of this process: TCP ports speak HTTP/1.1 and a line
-// protocol, UDP ports answer each datagram.
+// protocol, UDP ports answer each datagram. A pod with an IPv6 address is
+// served in both families (see listens).
 func Serve(netns string, id Identity, ports []corev1.ContainerPort) (*Server, error) {
 	s := &Server{id: id, conns: map[net.Conn]struct{}{}}
 	err := namespaces.Do(netns, func() error {
 		for _, p := range ports {
-			addr := fmt.Sprintf(":%d", p.ContainerPort)
-			switch p.Protocol {
-			case corev1.ProtocolUDP:
-				pc, err := net.ListenPacket("udp4", addr)
-				if err != nil {
-					return fmt.Errorf("pod %s: listen udp %s: %w", id.Pod, addr, err)
+			ls, err := id.listens(p)
+			if err != nil {
+				return err
+			}
+			for _, l := range ls {
+				if l.proto == "udp" {
+					pc, err := net.ListenPacket(l.network, l.addr)
+					if err != nil {
+						return fmt.Errorf("pod %s: listen udp %s: %w", id.Pod, l.addr, err)
+					}
+					s.packets = append(s.packets, pc)
+					continue
 				}
-				s.packets = append(s.packets, pc)
-			case corev1.ProtocolTCP, "":
-				l, err := net.Listen("tcp4", addr)
+				ln, err := net.Listen(l.network, l.addr)
 				if err != nil {
-					return fmt.Errorf("pod %s: listen tcp %s: %w", id.Pod, addr, err)
+					return fmt.Errorf("pod %s: listen tcp %s: %w", id.Pod, l.addr, err)
 				}
-				s.listeners = append(s.listeners, l)
-			default:
-				return fmt.Errorf("pod %s: port %d: protocol %s is not served", id.Pod, p.ContainerPort, p.Protocol)
+				s.listeners = append(s.listeners, ln)
 			}
 		}
 		return nil
@@ -72,6 +76,12 @@ func Serve(netns string, id Identity, ports []corev1.ContainerPort) (*Server, er
 		s.Close()
 		return nil, err
 	}
+	s.start()
+	return s, nil
+}
+
+// start serves the sockets opened, from goroutines of this process.
+func (s *Server) start() {
 	for _, l := range s.listeners {
 		s.wg.Add(1)
 		go s.acceptLoop(l)
@@ -80,7 +90,38 @@ func Serve(netns string, id Identity, ports []corev1.ContainerPort) (*Server, er
 		s.wg.Add(1)
 		go s.udpLoop(pc)
 	}
-	return s, nil
+}
+
+// listen is one socket a Server opens for a port: proto is "tcp" or "udp",
+// network and addr are as net.Listen takes them.
+type listen struct {
+	proto, network, addr string
+}
+
+// listens are the sockets that serve port p of id: the IPv4 wildcard, as in an
+// IPv4-only lab, and, when id has an IPv6 address, the IPv6 wildcard on a
+// socket of its own. Go makes a "tcp6" or "udp6" socket IPv6-only
+// (IPV6_V6ONLY), so the IPv4 socket and what its replies say are the same
+// whether or not the pod has IPv6, and each reply names the address of the
+// family it came in on. The IPv6 socket takes the wildcard, as the IPv4 one
+// does, rather than the pod's address: it answers on every IPv6 address the
+// namespace has, as a pod's server does.
+func (id Identity) listens(p corev1.ContainerPort) ([]listen, error) {
+	var proto string
+	switch p.Protocol {
+	case corev1.ProtocolUDP:
+		proto = "udp"
+	case corev1.ProtocolTCP, "":
+		proto = "tcp"
+	default:
+		return nil, fmt.Errorf("pod %s: port %d: protocol %s is not served", id.Pod, p.ContainerPort, p.Protocol)
+	}
+	port := strconv.Itoa(int(p.ContainerPort))
+	ls := []listen{{proto, proto + "4", ":" + port}}
+	if id.IP6.IsValid() {
+		ls = append(ls, listen{proto, proto + "6", net.JoinHostPort("::", port)})
+	}
+	return ls, nil
 }
 
 // Close stops the listeners and ends every open connection with a FIN, as a server
@@ -221,6 +262,6 @@ func (s *Server) udpLoop(pc net.PacketConn) {
 			}
 			continue
 		}
-		pc.WriteTo(s.id.reply("UDP", netip.AddrPortFrom(s.id.IP, local.Port()), addrPort(from)), from)
+		pc.WriteTo(s.id.reply("UDP", local, addrPort(from)), from)
 	}
 }

@@ -14,6 +14,20 @@ import (
 // external IPs, load balancer IPs) and KUBE-FW- (load balancer source ranges) per
 // port, KUBE-SEP- per endpoint; the masquerade rule of a ClusterIP sits in its
 // policy chain. It follows syncProxyRules of kube-proxy 1.37.
+//
+// The IPv6 proxier (c.Family IPv6) writes the same chains and rules with the
+// family's addresses, and differs in what localhost NodePorts need, which
+// IPv6 cannot have (no route_localnet; ConfigFor turns them off): no
+// KUBE-FIREWALL localnet rule (kube-proxy writes it only "if !isIPv6 &&
+// localhostNodePorts"), no nfacct-counted 127.0.0.0/8 NodePort rule (only for
+// ipFamily IPv4), and "! -d ::1/128" on the last KUBE-SERVICES rule. Rejects
+// are the same "-j REJECT": ip6tables' REJECT answers with its default,
+// icmp6-port-unreachable, as iptables' answers icmp-port-unreachable (which is
+// what the two save programs print). Addresses are printed as Go's net.IP
+// prints them (RFC 5952, as netip does): "-d fd00:10:96::a", "-s
+// fd00:10:244:1::a" without "/128", DNAT "--to-destination
+// [fd00:10:244:1::a]:8080" (net.JoinHostPort), which is also the text hashed
+// into KUBE-SEP- names.
 func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 	v := c.Version
 	b := newBuilder()
@@ -46,9 +60,14 @@ func generateCurrent(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 
 	// Last: everything addressed to one of the node's own addresses goes on to
 	// the NodePorts; 127.0.0.0/8 only with localhost NodePorts, as without
-	// route_localnet the kernel would not route it after the DNAT.
+	// route_localnet the kernel would not route it after the DNAT. IPv6 has no
+	// route_localnet, so its proxier always leaves out ::1 (syncProxyRules of
+	// 1.37: "For IPv6 they never work").
 	dest := []string{"-m", "addrtype", "--dst-type", "LOCAL"}
-	if !c.LocalhostNodePorts {
+	switch {
+	case c.ipv6():
+		dest = append(dest, "!", "-d", "::1/128")
+	case !c.LocalhostNodePorts:
 		dest = append(dest, "!", "-d", "127.0.0.0/8")
 	}
 	b.add("nat", xtables.ChainServices, words([]string{"-m", "comment", "--comment", "kubernetes service nodeports; NOTE: this must be the last rule in this chain"},

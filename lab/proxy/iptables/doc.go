@@ -15,8 +15,12 @@
 // from 1.24 on only), --masquerade-all, the local-traffic detectors (ClusterCIDR
 // for every release; NodeCIDR, BridgeInterface, InterfaceNamePrefix and none from
 // 1.24 on), the default masquerade bit 14, localhost NodePorts on or (1.27 and
-// later) off, and nodePortAddresses unset. Topology hints and IPv6 are not
-// modelled. The order of rules within a
+// later) off, and nodePortAddresses unset, for either IP family: a proxier
+// with proxy.Config.Family IPv6 writes what kube-proxy's IPv6 proxier writes
+// with ip6tables (for 1.27 and later; its differences from IPv4, read from
+// 1.37.2's syncProxyRules, are listed at generateCurrent); a dual-stack node
+// takes one proxier per family, as kube-proxy's meta-proxier holds two.
+// Topology hints are not modelled. The order of rules within a
 // chain is kube-proxy's; Services are taken in the order kube-proxy's own tests
 // sort them by (kube-proxy itself walks a Go map) and chains are listed in that
 // order too (KUBE-NODEPORTS, KUBE-SERVICES, other KUBE- chains by name).

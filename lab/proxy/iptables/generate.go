@@ -2,7 +2,11 @@ package iptables
 
 import (
 	"fmt"
+	"net/netip"
+	"slices"
 	"sort"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/svclab/svclab/lab/proxy"
 	"github.com/svclab/svclab/lab/proxy/xtables"
@@ -30,7 +34,12 @@ const largeClusterEndpoints = 1000
 // Config is what shapes one node's rules besides the Services.
 type Config struct {
 	Version version.Version
-	Node    proxy.Node
+	// Family is the IP family of the proxier (IPv4 when empty): kube-proxy's
+	// IPv6 proxier writes ip6tables rules (see generateCurrent for where they
+	// differ).
+	Family corev1.IPFamily
+	// Node is the node as the family sees it: its address of that family.
+	Node proxy.Node
 	// Local is kube-proxy's local-traffic detector (detectLocalMode): how its
 	// rules tell a pod's traffic from the rest. Without one kube-proxy cannot
 	// tell, and writes no rule that depends on it.
@@ -38,6 +47,7 @@ type Config struct {
 	MasqueradeAll bool
 	// LocalhostNodePorts is iptables.localhostNodePorts: NodePorts answer on
 	// 127.0.0.1, which takes route_localnet=1 and the rule that guards it.
+	// Never for IPv6 (ConfigFor).
 	LocalhostNodePorts bool
 	// NFAcct tells that kube-proxy's nfacct counters exist in the node; kube-proxy
 	// 1.31 and later then add "-m nfacct" matches to two rules.
@@ -50,15 +60,34 @@ type Config struct {
 // ConfigFor is the configuration of t's node as kube-proxy sees it on a kernel
 // with nfacct (such as the one svclab is built on) and default conntrack settings.
 // The proxier reads the node's kernel instead.
+//
+// The IPv6 proxier never has localhost NodePorts: kube-proxy's NewProxier
+// (pkg/proxy/iptables/proxier.go) turns them off unless the family's
+// nodePortAddresses hold an IPv4 loopback address, which the IPv6 family's
+// ("::/0" when unset, proxyutil.NewNodePortAddresses) never do; so the IPv6
+// proxier neither sets route_localnet nor writes the rules that go with it.
 func ConfigFor(t proxy.Target) Config {
+	ipv6 := t.Config.IPFamily() == corev1.IPv6Protocol
 	return Config{
 		Version:            t.Config.VersionOr(),
+		Family:             t.Config.Family,
 		Node:               t.Node,
 		Local:              t.Config.LocalDetector(t.Node),
 		MasqueradeAll:      t.Config.MasqueradeAll(),
-		LocalhostNodePorts: t.Config.LocalhostNodePorts(),
+		LocalhostNodePorts: t.Config.LocalhostNodePorts() && !ipv6,
 		NFAcct:             true,
 	}
+}
+
+// ipv6 tells whether c is the IPv6 proxier's.
+func (c Config) ipv6() bool { return c.Family == corev1.IPv6Protocol }
+
+// familyName is c's family as messages print it.
+func (c Config) familyName() corev1.IPFamily {
+	if c.Family == "" {
+		return corev1.IPv4Protocol
+	}
+	return c.Family
 }
 
 // Generate computes what kube-proxy of c.Version writes for ports on c.Node: the
@@ -68,10 +97,13 @@ func Generate(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 	if !c.Version.AtLeast(1, 11) || c.Version.Major != 1 {
 		return nil, fmt.Errorf("kube-proxy %s: svclab reproduces the iptables mode of 1.11 and later", c.Version)
 	}
+	if c.ipv6() && !c.Version.AtLeast(1, 27) {
+		return nil, fmt.Errorf("kube-proxy %s: svclab reproduces the iptables mode's IPv6 rules for 1.27 and later", c.Version)
+	}
 	for i := range ports {
 		sp := &ports[i]
-		if !sp.ClusterIP.Is4() {
-			return nil, fmt.Errorf("service port %s: cluster IP %s: svclab's iptables mode is IPv4 only", sp.Name.String(c.Version), sp.ClusterIP)
+		if err := checkPortFamily(c, sp); err != nil {
+			return nil, err
 		}
 		switch sp.Protocol {
 		case "TCP", "UDP", "SCTP":
@@ -95,6 +127,39 @@ func Generate(c Config, ports []proxy.ServicePort) (*Ruleset, error) {
 		sorted[i] = sorted[i].AsSeenBy(c.Version)
 	}
 	return generateXLB(c, sorted)
+}
+
+// checkPortFamily refuses a port with an address of the other family: one
+// proxier writes one family's rules (iptables-restore would refuse the other's).
+// proxy.FromObjectsFor picks a family's ports; hand-made ones may mix them.
+func checkPortFamily(c Config, sp *proxy.ServicePort) error {
+	f := c.familyName()
+	bad := func(what string, a netip.Addr) error {
+		return fmt.Errorf("service port %s: %s %s: not %s, the family of this proxier", sp.Name.String(c.Version), what, a, f)
+	}
+	if proxy.FamilyOf(sp.ClusterIP) != f {
+		if f == corev1.IPv4Protocol {
+			// The message svclab gave before families, kept for IPv4.
+			return fmt.Errorf("service port %s: cluster IP %s: svclab's iptables mode is IPv4 only", sp.Name.String(c.Version), sp.ClusterIP)
+		}
+		return bad("cluster IP", sp.ClusterIP)
+	}
+	for _, a := range append(slices.Clone(sp.ExternalIPs), sp.LoadBalancerIPs...) {
+		if proxy.FamilyOf(a) != f {
+			return bad("external address", a)
+		}
+	}
+	for _, r := range sp.SourceRanges {
+		if proxy.FamilyOf(r.Addr()) != f {
+			return bad("source range", r.Addr())
+		}
+	}
+	for _, e := range sp.Endpoints {
+		if proxy.FamilyOf(e.IP) != f {
+			return bad("endpoint", e.IP)
+		}
+	}
+	return nil
 }
 
 // sortedPorts copies ports into the order svclab writes them: by "namespace/name"

@@ -175,7 +175,7 @@ func goldenCases() []goldenCase {
 // hand against kube-proxy's source (and, for 1.37, once against kube-proxy
 // 1.37.2's own syncProxyRules on random states; see the package's doc comment).
 func TestGolden(t *testing.T) {
-	for _, c := range goldenCases() {
+	for _, c := range append(goldenCases(), goldenCases6()...) {
 		t.Run(c.name, func(t *testing.T) {
 			got, err := Render(c.t, proxy.StateOf(c.ports))
 			if err != nil {

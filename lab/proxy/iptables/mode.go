@@ -22,7 +22,7 @@ var mode = proxy.Mode{
 		"xt_recent", "xt_addrtype", "xt_tcpudp", "xt_MASQUERADE", "xt_nat", "ipt_REJECT", "nf_conntrack_netlink"},
 	Cleanup: Cleanup,
 	Rules: func(c proxy.Config) [][]string {
-		return [][]string{{xtables.SaveProgram(c.Backend)}}
+		return [][]string{{xtables.SaveProgramFor(c.Backend, c.IPFamily())}}
 	},
 	Read: Read,
 }
@@ -47,14 +47,19 @@ func Render(t proxy.Target, s *proxy.State) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// The IPv6 proxier's programs are ip6tables'; IPv4's header stays as it was.
+	prog, family := "iptables", ""
+	if cfg.ipv6() {
+		prog, family = "ip6tables", " (IPv6 proxier)"
+	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# kube-proxy %s, iptables mode, node %s (%s)\n", cfg.Version, t.Node.Name, t.Node.IP)
-	b.WriteString("# Ensured with single iptables calls before iptables-restore (-N: create unless present;\n")
-	b.WriteString("# -I/-A: insert first/append unless iptables -C finds the rule):\n")
+	fmt.Fprintf(&b, "# kube-proxy %s, iptables mode%s, node %s (%s)\n", cfg.Version, family, t.Node.Name, t.Node.IP)
+	fmt.Fprintf(&b, "# Ensured with single %s calls before %s-restore (-N: create unless present;\n", prog, prog)
+	fmt.Fprintf(&b, "# -I/-A: insert first/append unless %s -C finds the rule):\n", prog)
 	for _, s := range rs.Setup {
 		b.WriteString("#   " + s.String() + "\n")
 	}
-	b.WriteString("# Then iptables-restore -w 5 --noflush --counters of:\n")
+	fmt.Fprintf(&b, "# Then %s-restore -w 5 --noflush --counters of:\n", prog)
 	b.WriteString(rs.Restore())
 	return b.String(), nil
 }

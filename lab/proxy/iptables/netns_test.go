@@ -29,9 +29,15 @@ func nsName(path string) string { return path[strings.LastIndex(path, "/")+1:] }
 // were made).
 func saved(t testing.TB, backend, path string) string {
 	t.Helper()
+	return savedWith(t, xtables.Backends[backend].Save, path)
+}
+
+// savedWith is saved with the save program given (ip6tables-save's, say).
+func savedWith(t testing.TB, save, path string) string {
+	t.Helper()
 	var out strings.Builder
 	for _, table := range []string{"filter", "nat"} {
-		b, err := namespaces.Output(nsName(path), xtables.Backends[backend].Save, "-t", table)
+		b, err := namespaces.Output(nsName(path), save, "-t", table)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -102,7 +102,7 @@ type Proxier struct {
 
 // validate reads the settings this mode knows.
 func validate(t proxy.Target) (xtables.Backend, string, error) {
-	be, err := xtables.BackendFor(t.Config.Backend)
+	be, err := xtables.BackendForFamily(t.Config.Backend, t.Config.IPFamily())
 	if err != nil {
 		return xtables.Backend{}, "", err
 	}
@@ -157,7 +157,11 @@ func (p *Proxier) open() error {
 	if p.apply == ApplyPerRule {
 		// go-iptables runs the program with this process's environment, so the
 		// per-rule mode takes the default xtables lock (see runner).
-		if p.ipt, err = goiptables.New(goiptables.Path(p.be.IPTables), goiptables.Timeout(5)); err != nil {
+		proto := goiptables.ProtocolIPv4
+		if p.cfg.ipv6() {
+			proto = goiptables.ProtocolIPv6
+		}
+		if p.ipt, err = goiptables.New(goiptables.IPFamily(proto), goiptables.Path(p.be.IPTables), goiptables.Timeout(5)); err != nil {
 			return fmt.Errorf("go-iptables %s: %w", p.be.IPTables, err)
 		}
 	}

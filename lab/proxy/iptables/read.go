@@ -39,7 +39,7 @@ import (
 // table's verdict, or is Untranslated. The ClientIP affinity timeout is the
 // --seconds of the "-m recent --rcheck" rules met on the way.
 func Read(ns *namespaces.NS, c proxy.Config) (proxy.ServiceMap, error) {
-	be, err := xtables.BackendFor(c.Backend)
+	be, err := xtables.BackendForFamily(c.Backend, c.IPFamily())
 	if err != nil {
 		return nil, err
 	}

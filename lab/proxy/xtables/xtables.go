@@ -14,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/svclab/svclab/lab/proxy"
 )
 
@@ -44,6 +46,34 @@ func BackendFor(name string) (Backend, error) {
 		return Backend{}, fmt.Errorf("iptables backend %q: want nft or legacy", name)
 	}
 	return b, nil
+}
+
+// Backends6 are the IPv6 programs of the same backends: kube-proxy's IPv6
+// proxier runs ip6tables, ip6tables-restore and ip6tables-save
+// (k8s.io/kubernetes pkg/util/iptables: cmdIP6Tables, cmdIP6TablesRestore,
+// cmdIP6TablesSave; iptables 1.8 installs each with -nft and -legacy names).
+var Backends6 = map[string]Backend{
+	"nft":    {Name: "nft", IPTables: "ip6tables-nft", Restore: "ip6tables-nft-restore", Save: "ip6tables-nft-save"},
+	"legacy": {Name: "legacy", IPTables: "ip6tables-legacy", Restore: "ip6tables-legacy-restore", Save: "ip6tables-legacy-save"},
+}
+
+// BackendForFamily is BackendFor with the programs of family f: ip6tables'
+// for IPv6, iptables' otherwise (IPv4, or "").
+func BackendForFamily(name string, f corev1.IPFamily) (Backend, error) {
+	b, err := BackendFor(name)
+	if err != nil || f != corev1.IPv6Protocol {
+		return b, err
+	}
+	return Backends6[b.Name], nil
+}
+
+// SaveProgramFor is SaveProgram for family f: ip6tables-save's for IPv6.
+func SaveProgramFor(name string, f corev1.IPFamily) string {
+	b, err := BackendForFamily(name, f)
+	if err != nil {
+		b, _ = BackendForFamily(backendOrder[0], f)
+	}
+	return b.Save
 }
 
 // backendOrder lists the backends, the default first.

@@ -3,6 +3,8 @@ package xtables
 import (
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 )
 
 // kube-proxy's log line and iptables-restore's own output when the batch did
@@ -19,5 +21,26 @@ func TestSendBufferHint(t *testing.T) {
 	}
 	if h := SendBufferHint("iptables-restore: line 3 failed: No chain/target/match by that name."); h != "" {
 		t.Errorf("a hint for another failure: %q", h)
+	}
+}
+
+// TestBackendForFamily: the IPv6 proxier runs the ip6tables programs of the
+// backend it is given; IPv4 (or no family) keeps iptables'.
+func TestBackendForFamily(t *testing.T) {
+	for _, tc := range []struct {
+		name, family, restore, save string
+	}{
+		{"", "", "iptables-nft-restore", "iptables-nft-save"},
+		{"legacy", "IPv4", "iptables-legacy-restore", "iptables-legacy-save"},
+		{"nft", "IPv6", "ip6tables-nft-restore", "ip6tables-nft-save"},
+		{"legacy", "IPv6", "ip6tables-legacy-restore", "ip6tables-legacy-save"},
+	} {
+		b, err := BackendForFamily(tc.name, corev1.IPFamily(tc.family))
+		if err != nil || b.Restore != tc.restore || b.Save != tc.save || SaveProgramFor(tc.name, corev1.IPFamily(tc.family)) != tc.save {
+			t.Errorf("%q %q: %+v %v", tc.name, tc.family, b, err)
+		}
+	}
+	if _, err := BackendForFamily("iptables-ng", corev1.IPv6Protocol); err == nil {
+		t.Error("unknown backend accepted")
 	}
 }
