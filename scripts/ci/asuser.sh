@@ -44,9 +44,17 @@ uid=$(id -u "$user")
 
 # The user's own copy: the repository may be in a directory only root reads
 # (CI's clone under /root). Tracked files as they are in the work tree.
+# Only a copy this script made is replaced (its mark): never a directory of
+# the user's own that happens to have the name.
 work="$home/svclab"
+mark="$work/.made-by-scripts-ci-asuser"
+if [ -e "$work" ] && [ ! -f "$mark" ]; then
+  echo "scripts/ci/asuser.sh: $work exists and is not a copy this script made; move it away" >&2
+  exit 2
+fi
 rm -rf "$work"
 mkdir -p "$work/bin" "$work/out"
+touch "$mark"
 git -C "$repo" ls-files -z | (cd "$repo" && tar --null -T - -cf -) | tar -C "$work" -xf -
 for f in svclab specs.test checkreport ginkgo; do
   cp "$bin/$f" "$work/bin/$f"
